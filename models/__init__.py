@@ -1,0 +1,1 @@
+"""The example model: export per TensorFlow version, warmup records, user models."""

@@ -1,0 +1,5 @@
+import sys
+
+from modelserver.server import main
+
+sys.exit(main())

@@ -1,0 +1,82 @@
+"""tensorflow_model_server's command line, for the flags this server implements.
+
+Flags are written as TF Serving writes them (`--rest_api_port=8501`,
+`--enable_batching` or `--enable_batching=true`). An unknown flag or bad value is
+one line on stderr and exit code 2, like the real binary.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _bool(text: str) -> bool:
+    low = text.lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a value >= 0, got {value}")
+    return value
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str):  # noqa: D401 - argparse hook
+        sys.stderr.write(f"tensorflow_model_server: error: {message}\n")
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="tensorflow_model_server", allow_abbrev=False,
+                       description="TF-Serving-compatible model server on the venv's TensorFlow runtime")
+    flag = p.add_argument
+    flag("--port", type=_non_negative, default=8500, help="gRPC port (0: no gRPC server)")
+    flag("--rest_api_port", type=_non_negative, default=0, help="REST port (0: no REST server)")
+    flag("--model_name", default="default", help="name of the model, with --model_base_path")
+    flag("--model_base_path", default="", help="directory holding numbered version directories")
+    flag("--model_config_file", default="", help="ModelServerConfig text proto (instead of --model_base_path)")
+    flag("--model_config_file_poll_wait_seconds", type=_non_negative, default=0)
+    flag("--monitoring_config_file", default="", help="MonitoringConfig text proto (Prometheus endpoint)")
+    flag("--enable_batching", type=_bool, nargs="?", const=True, default=False)
+    flag("--batching_parameters_file", default="", help="BatchingParameters text proto")
+    flag("--file_system_poll_wait_seconds", type=_non_negative, default=1,
+         help="seconds between polls of the model base path for new versions (0: once)")
+    flag("--tensorflow_intra_op_parallelism", type=_non_negative, default=0)
+    flag("--tensorflow_inter_op_parallelism", type=_non_negative, default=0)
+    flag("--rest_api_num_threads", type=_non_negative, default=0,
+         help="threads running unbatched TF calls (0: number of CPUs)")
+    flag("--rest_api_timeout_in_ms", type=_non_negative, default=30000)
+    flag("--enable_model_warmup", type=_bool, nargs="?", const=True, default=True)
+    # Extensions of this server (real TF Serving binds every interface and has no limits here).
+    flag("--listen_address", default="127.0.0.1", help="address REST and gRPC bind to")
+    flag("--rest_api_max_body_bytes", type=_non_negative, default=64 << 20,
+         help="larger request bodies are answered 413")
+    flag("--rest_api_max_connections", type=_non_negative, default=1024,
+         help="concurrent REST connections beyond this wait in the kernel backlog")
+    flag("--rest_api_read_timeout_ms", type=_non_negative, default=10000,
+         help="a client that sends its request slower than this is disconnected")
+    flag("--pid_file", default="", help="write the process id here (local runtime bookkeeping)")
+    flag("--version_label", default="", help="TF Serving version this server stands for (logs only)")
+    return p
+
+
+def parse_flags(argv: list[str] | None = None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    if args.model_config_file and args.model_base_path:
+        build_parser().error("give --model_config_file or --model_base_path, not both")
+    if not args.model_config_file and not args.model_base_path:
+        build_parser().error("one of --model_config_file or --model_base_path is required")
+    if args.port == 0 and args.rest_api_port == 0:
+        build_parser().error("both --port and --rest_api_port are 0: nothing to serve")
+    if args.batching_parameters_file and not args.enable_batching:
+        build_parser().error("--batching_parameters_file needs --enable_batching")
+    return args

@@ -1,0 +1,96 @@
+"""TF Serving's gRPC API with the official tensorflow-serving-api stubs (grpc.aio).
+
+PredictionService.Predict and GetModelMetadata, ModelService.GetModelStatus.
+"""
+from __future__ import annotations
+
+import grpc
+from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,
+                                     predict_pb2, prediction_service_pb2_grpc)
+from tensorflow_serving.apis import status_pb2
+
+from modelserver import tensors
+from modelserver.status import ServingError, invalid
+
+
+def _spec(model_spec):
+    """(name, version or None, label or None) from a ModelSpec."""
+    which = model_spec.WhichOneof("version_choice")
+    version = model_spec.version.value if which == "version" else None
+    label = model_spec.version_label if which == "version_label" else None
+    return model_spec.name, version, label
+
+
+class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+    def __init__(self, api, manager, metrics):
+        self.api, self.manager, self.metrics = api, manager, metrics
+
+    async def Predict(self, request, context):
+        name, version, label = _spec(request.model_spec)
+
+        def decode(sig):
+            return {k: tensors.proto_to_array(k, v) for k, v in request.inputs.items()}
+        try:
+            servable, sig, outputs = await self.api.predict(
+                name, version, label, request.model_spec.signature_name, decode, "GRPC")
+            if request.output_filter:
+                unknown = set(request.output_filter) - set(outputs)
+                if unknown:
+                    raise invalid(f"output tensor alias not found in signature: {sorted(unknown)[0]}")
+                outputs = {k: outputs[k] for k in request.output_filter}
+        except ServingError as e:
+            await context.abort(e.grpc_code, e.message)
+        resp = predict_pb2.PredictResponse()
+        resp.model_spec.name = name
+        resp.model_spec.version.value = servable.version
+        resp.model_spec.signature_name = sig.name
+        for k, v in outputs.items():
+            resp.outputs[k].CopyFrom(tensors.array_to_proto(v))
+        return resp
+
+    async def GetModelMetadata(self, request, context):
+        name, version, label = _spec(request.model_spec)
+        try:
+            if list(request.metadata_field) != ["signature_def"]:
+                raise invalid("Metadata field signature_def must be requested (and is the only one supported)")
+            servable = self.manager.resolve(name, version, label)
+        except ServingError as e:
+            await context.abort(e.grpc_code, e.message)
+        sdm = get_model_metadata_pb2.SignatureDefMap()
+        for k, v in servable.signature_defs.items():
+            sdm.signature_def[k].CopyFrom(v)
+        resp = get_model_metadata_pb2.GetModelMetadataResponse()
+        resp.model_spec.name = name
+        resp.model_spec.version.value = servable.version
+        resp.metadata["signature_def"].Pack(sdm)
+        return resp
+
+
+class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+    def __init__(self, manager):
+        self.manager = manager
+
+    async def GetModelStatus(self, request, context):
+        name, version, _ = _spec(request.model_spec)
+        try:
+            states = self.manager.statuses(name, version)
+        except ServingError as e:
+            await context.abort(e.grpc_code, e.message)
+        resp = get_model_status_pb2.GetModelStatusResponse()
+        for s in states:
+            resp.model_version_status.add(
+                version=s.version, state=getattr(get_model_status_pb2.ModelVersionStatus, s.state),
+                status=status_pb2.StatusProto(error_code=0 if not s.error else 2, error_message=s.error))
+        return resp
+
+
+def build_server(api, manager, metrics, address: str, max_message_bytes: int):
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", max_message_bytes),
+                                      ("grpc.max_send_message_length", max_message_bytes),
+                                      ("grpc.so_reuseport", 0)])
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(api, manager, metrics),
+                                                                        server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
+    if server.add_insecure_port(address) == 0:
+        raise OSError(f"cannot bind gRPC to {address} (port in use?)")
+    return server

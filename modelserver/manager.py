@@ -1,0 +1,165 @@
+"""Which model versions are served: version policy, polling, hot swap, labels.
+
+Like TF Serving's availability-preserving policy, a new version is loaded and
+warmed up before the old one is unloaded, so requests never meet an empty model.
+An unloaded servable is only dropped from the map; requests in flight keep their
+reference and finish on it.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+
+from modelserver.servable import is_saved_model_dir, load_servable
+from modelserver.status import ServingError, not_found
+
+log = logging.getLogger("modelserver")
+
+
+class ModelPathError(ValueError):
+    """A model base path that cannot be served (startup error)."""
+
+
+@dataclasses.dataclass
+class ModelSpec:
+    name: str
+    base_path: str
+    policy: str = "latest"          # latest | all | specific
+    num_versions: int = 1
+    specific: tuple = ()
+    labels: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def from_proto(cls, cfg) -> "ModelSpec":
+        which = cfg.model_version_policy.WhichOneof("policy_choice") or "latest"
+        pol = cfg.model_version_policy
+        return cls(cfg.name, cfg.base_path, which,
+                   num_versions=(pol.latest.num_versions or 1) if which == "latest" else 1,
+                   specific=tuple(pol.specific.versions) if which == "specific" else (),
+                   labels=dict(cfg.version_labels))
+
+
+@dataclasses.dataclass
+class VersionState:
+    version: int
+    state: str = "START"  # START LOADING AVAILABLE UNLOADING END (TF Serving's ManagerState)
+    error: str = ""
+    servable: object = None
+
+
+def list_versions(base_path: str) -> list:
+    """Numeric version dirs that hold a SavedModel (a dir still being copied is skipped)."""
+    try:
+        names = os.listdir(base_path)
+    except OSError:
+        return []
+    return sorted(int(n) for n in names if n.isdigit() and is_saved_model_dir(os.path.join(base_path, n)))
+
+
+def check_base_path(spec: ModelSpec) -> None:
+    if not os.path.isdir(spec.base_path):
+        raise ModelPathError(f"model {spec.name!r}: base path {spec.base_path} is not a directory")
+    if is_saved_model_dir(spec.base_path):
+        raise ModelPathError(f"model {spec.name!r}: {spec.base_path} is itself a SavedModel; "
+                             f"TF Serving expects numbered version directories, e.g. {spec.base_path}/1/")
+    if not list_versions(spec.base_path):
+        raise ModelPathError(f"model {spec.name!r}: no SavedModel under {spec.base_path} "
+                             "(expected <base_path>/<version number>/saved_model.pb)")
+
+
+def aspired(spec: ModelSpec, on_disk: list) -> list:
+    if spec.policy == "all":
+        return list(on_disk)
+    if spec.policy == "specific":
+        return [v for v in on_disk if v in spec.specific]
+    return on_disk[-spec.num_versions:]
+
+
+class ModelManager:
+    def __init__(self, specs: list, metrics, warmup: bool = True, poll_wait_s: int = 1, executor=None):
+        self.specs = {s.name: s for s in specs}
+        self.states = {s.name: {} for s in specs}
+        self.metrics, self.warmup, self.poll_wait_s, self.executor = metrics, warmup, poll_wait_s, executor
+        self._task = None
+
+    async def start(self) -> None:
+        for spec in self.specs.values():
+            check_base_path(spec)
+        await self.poll_once()
+        failed = [f"{n}: {st.error}" for n, vs in self.states.items() for st in vs.values() if st.state == "END"]
+        if not any(st.state == "AVAILABLE" for vs in self.states.values() for st in vs.values()):
+            raise ModelPathError("no model version could be loaded: " + "; ".join(failed))
+        if self.poll_wait_s > 0:
+            self._task = asyncio.ensure_future(self._poll_forever())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+
+    async def _poll_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_wait_s)
+            try:
+                await self.poll_once()
+            except Exception:  # a poll must never kill the server; the next poll retries
+                log.exception("polling model base paths failed")
+
+    async def poll_once(self) -> None:
+        loop = asyncio.get_running_loop()
+        for name, spec in self.specs.items():
+            states = self.states[name]
+            want = aspired(spec, list_versions(spec.base_path))
+            for v in want:
+                if v in states and states[v].state in ("AVAILABLE", "LOADING", "END"):
+                    continue
+                st = states[v] = VersionState(v, "LOADING")
+                path = os.path.join(spec.base_path, str(v))
+                try:
+                    servable, load_s, warm_s = await loop.run_in_executor(
+                        self.executor, load_servable, name, v, path, self.warmup)
+                except Exception as e:  # a bad version must not take the server down
+                    st.state, st.error = "END", (str(e).strip().splitlines() or [type(e).__name__])[0]
+                    self.metrics.model_loaded(path, ok=False, load_s=0.0, warmup_s=0.0)
+                    log.error("failed to load %s version %d: %s", name, v, st.error)
+                    continue
+                st.servable, st.state = servable, "AVAILABLE"
+                self.metrics.model_loaded(path, ok=True, load_s=load_s, warmup_s=warm_s)
+                log.info("loaded %s version %d in %.2fs (warmup %.2fs)", name, v, load_s, warm_s)
+            if not any(states[v].state == "AVAILABLE" for v in want if v in states):
+                continue  # keep what serves until something newer is available
+            for v, st in list(states.items()):
+                if v not in want and st.state == "AVAILABLE":
+                    st.state, st.servable = "END", None
+                    log.info("unloaded %s version %d", name, v)
+
+    def resolve(self, name: str, version: int | None = None, label: str | None = None):
+        if name not in self.specs:
+            raise not_found(f"Servable not found for request: Latest({name})")
+        states = self.states[name]
+        if label is not None:
+            if label not in self.specs[name].labels:
+                raise ServingError("INVALID_ARGUMENT", f"Unrecognized servable version label: {label}")
+            version = self.specs[name].labels[label]
+        if version is not None:
+            st = states.get(version)
+            if st is None or st.state != "AVAILABLE":
+                raise not_found(f"Servable not found for request: Specific({name}, {version})")
+            return st.servable
+        live = [v for v, st in states.items() if st.state == "AVAILABLE"]
+        if not live:
+            raise not_found(f"Servable not found for request: Latest({name})")
+        return states[max(live)].servable
+
+    def statuses(self, name: str, version: int | None = None) -> list:
+        if name not in self.specs:
+            raise not_found(f"Could not find any versions of model {name}")
+        states = self.states[name]
+        if version is not None:
+            if version not in states:
+                raise not_found(f"Could not find version {version} of model {name}")
+            return [states[version]]
+        if not states:
+            raise not_found(f"Could not find any versions of model {name}")
+        return [states[v] for v in sorted(states, reverse=True)]

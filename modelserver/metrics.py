@@ -1,0 +1,128 @@
+"""TF Serving's Prometheus metrics, with its names, labels, types and units.
+
+Recording happens on the event loop thread only (threads hand their timings back
+through the loop), so the hot path is a dict lookup, a bisect and two adds, with
+no locks. Exposition goes through prometheus_client's standard text writer via a
+custom collector. TF Serving writes counters without a `_total` suffix
+(`:tensorflow:serving:request_count`), and so does this collector.
+"""
+from __future__ import annotations
+
+import bisect
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import CollectorRegistry
+
+
+def exponential_buckets(scale: float, growth: float, count: int) -> list:
+    """TF's monitoring::Buckets::Exponential: scale * growth**i for i < count."""
+    return [scale * growth ** i for i in range(count)]
+
+
+LATENCY_BUCKETS = exponential_buckets(10, 1.8, 33)  # microseconds, as TF Serving's request_latency
+BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+class _Histogram:
+    def __init__(self, name, doc, labelnames, bounds):
+        self.name, self.doc, self.labelnames, self.bounds = name, doc, labelnames, bounds
+        self.cells = {}  # label values -> [bucket counts..., +Inf count, sum]
+
+    def observe(self, labels: tuple, value: float) -> None:
+        cell = self.cells.get(labels)
+        if cell is None:
+            cell = self.cells[labels] = [0] * (len(self.bounds) + 1) + [0.0]
+        cell[bisect.bisect_left(self.bounds, value)] += 1
+        cell[-1] += value
+
+    def metric(self) -> Metric:
+        m = Metric(self.name, self.doc, "histogram")
+        for labels, cell in self.cells.items():
+            lab = dict(zip(self.labelnames, labels))
+            acc = 0
+            for bound, n in zip(self.bounds + [float("inf")], cell[:-1]):
+                acc += n
+                m.add_sample(self.name + "_bucket", {**lab, "le": _fmt(bound)}, acc)
+            m.add_sample(self.name + "_sum", lab, cell[-1])
+            m.add_sample(self.name + "_count", lab, acc)
+        return m
+
+
+class _Counter:
+    def __init__(self, name, doc, labelnames):
+        self.name, self.doc, self.labelnames, self.cells = name, doc, labelnames, {}
+
+    def inc(self, labels: tuple = (), by: float = 1) -> None:
+        self.cells[labels] = self.cells.get(labels, 0) + by
+
+    def metric(self) -> Metric:
+        m = Metric(self.name, self.doc, "counter")
+        for labels, v in self.cells.items():
+            m.add_sample(self.name, dict(zip(self.labelnames, labels)), v)
+        return m
+
+
+def _fmt(bound: float) -> str:
+    """Bucket bounds with six significant digits, as TF Serving's exporter (absl StrCat) writes them."""
+    return "+Inf" if bound == float("inf") else format(bound, ".6g")
+
+
+class ServingMetrics:
+    """Every metric the model server exports; `registry` is what the endpoint writes."""
+
+    def __init__(self):
+        p = ":tensorflow:serving:"
+        self.request_count = _Counter(p + "request_count", "The total number of requests.", ("model_name", "status"))
+        self.request_latency = _Histogram(p + "request_latency", "Distribution of wall time (in microseconds) "
+                                          "for Tensorflow Serving request.", ("model_name", "API", "entrypoint"),
+                                          LATENCY_BUCKETS)
+        self.runtime_latency = _Histogram(p + "runtime_latency", "Distribution of wall time (in microseconds) "
+                                          "for Tensorflow runtime.", ("model_name", "API", "runtime"), LATENCY_BUCKETS)
+        self.queuing_latency = _Histogram(p + "batching_session:queuing_latency", "Distribution of wall time spent "
+                                          "(in microseconds) in queuing", ("thread_pool_name",), LATENCY_BUCKETS)
+        self.batch_size = _Histogram(p + "batching_session:processed_batch_size", "Distribution of the sizes of the "
+                                     "batches processed", ("thread_pool_name",), BATCH_SIZE_BUCKETS)
+        self.graph_runs = _Counter(":tensorflow:core:graph_runs", "The number of graph executions used to collect "
+                                   "/tensorflow/core/graph_run_time_usecs", ())
+        self.graph_run_time = _Counter(":tensorflow:core:graph_run_time_usecs", "The total time spent on executing "
+                                       "graphs in microseconds.", ())
+        self.load_attempts = _Counter(":tensorflow:cc:saved_model:load_attempt_count", "The number of times a "
+                                      "SavedModel was successfully loaded.", ("model_path", "status"))
+        self.load_latency = _Counter(":tensorflow:cc:saved_model:load_latency", "Latency in microseconds for "
+                                     "SavedModels that were successfully loaded.", ("model_path",))
+        self.warmup_latency = _Histogram(p + "model_warmup_latency", "Distribution of wall time (in microseconds) "
+                                         "for warming up the model.", ("model_path", "status"), LATENCY_BUCKETS)
+        self._all = [self.request_count, self.request_latency, self.runtime_latency, self.queuing_latency,
+                     self.batch_size, self.graph_runs, self.graph_run_time, self.load_attempts, self.load_latency,
+                     self.warmup_latency]
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    def collect(self):
+        for m in self._all:
+            if m.cells or not m.labelnames:
+                yield m.metric()
+
+    # ---- what the server calls -------------------------------------------
+    def request(self, model: str, api: str, entrypoint: str, status: str, latency_s: float) -> None:
+        """TF Serving counts every request but records latency for successful ones only."""
+        self.request_count.inc((model, status))
+        if status == "OK":
+            self.request_latency.observe((model, api, entrypoint), latency_s * 1e6)
+
+    def runtime(self, model: str, api: str, seconds: float) -> None:
+        # "TF1" is the runtime label TF Serving's SavedModel bundle path reports.
+        self.runtime_latency.observe((model, api, "TF1"), seconds * 1e6)
+        self.graph_runs.inc()
+        self.graph_run_time.inc(by=seconds * 1e6)
+
+    def batch(self, pool: str, size: int, queued_s: list) -> None:
+        self.batch_size.observe((pool,), size)
+        for q in queued_s:
+            self.queuing_latency.observe((pool,), q * 1e6)
+
+    def model_loaded(self, path: str, ok: bool, load_s: float, warmup_s: float) -> None:
+        self.load_attempts.inc((path, "success" if ok else "fail"))
+        if ok:
+            self.load_latency.inc((path,), load_s * 1e6)
+            self.warmup_latency.observe((path, "OK"), warmup_s * 1e6)

@@ -1,0 +1,173 @@
+"""TF Serving's REST API (v1) on aiohttp: predict, model status, metadata, metrics.
+
+Routing is one regex over the raw path, so an escaped slash or a `..` in a model
+name is just a name that matches no model (404), never a file path.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+
+import orjson
+from aiohttp import web
+from google.protobuf import json_format
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from modelserver import tensors
+from modelserver.status import ServingError, invalid
+
+_ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
+                    r"(?:/versions/(?P<version>-?\d+)|/labels/(?P<label>[^/:]+))?"
+                    r"(?::(?P<verb>[a-z]+)|/(?P<meta>metadata))?$")
+_JSON = "application/json"
+
+
+def _error(err: ServingError) -> web.Response:
+    return web.Response(body=orjson.dumps({"error": err.message}), status=err.http_status, content_type=_JSON)
+
+
+def _ok(payload) -> web.Response:
+    return web.Response(body=orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), content_type=_JSON)
+
+
+def _message_to_dict(msg) -> dict:
+    try:  # protobuf >= 5.26
+        return json_format.MessageToDict(msg, preserving_proto_field_name=True,
+                                         always_print_fields_with_no_presence=True)
+    except TypeError:  # protobuf 3.x / 4.x
+        return json_format.MessageToDict(msg, preserving_proto_field_name=True, including_default_value_fields=True)
+
+
+def decode_request(body: dict):
+    """Return (signature_name, row_format, decode(sig)) for a parsed :predict body."""
+    if not isinstance(body, dict):
+        raise invalid("JSON body must be an object with \"instances\" or \"inputs\"")
+    sig_name = body.get("signature_name", "")
+    if not isinstance(sig_name, str):
+        raise invalid("\"signature_name\" must be a string")
+    if ("instances" in body) == ("inputs" in body):
+        raise invalid("JSON body must have exactly one of \"instances\" (row format) or \"inputs\" (columnar)")
+    if "instances" in body:
+        instances = body["instances"]
+        if not isinstance(instances, list) or not instances:
+            raise invalid("\"instances\" must be a non-empty list")
+
+        def decode_rows(sig):
+            names = list(sig.inputs)
+            if len(names) == 1 and not (isinstance(instances[0], dict) and set(instances[0]) == set(names)):
+                return {names[0]: tensors.json_to_array(names[0], instances, sig.inputs[names[0]].np_dtype)}
+            if not all(isinstance(i, dict) for i in instances):
+                raise invalid(f"signature has inputs {names}: every instance must be an object with them")
+            out = {}
+            for n in names:
+                if not all(n in i for i in instances):
+                    raise invalid(f"an instance lacks input {n!r}")
+                out[n] = tensors.json_to_array(n, [i[n] for i in instances], sig.inputs[n].np_dtype)
+            extra = {k for i in instances for k in i} - set(names)
+            if extra:
+                raise invalid(f"unknown inputs {sorted(extra)}; the signature has {names}")
+            return out
+        return sig_name, True, decode_rows
+    value = body["inputs"]
+
+    def decode_columns(sig):
+        names = list(sig.inputs)
+        if isinstance(value, dict) and set(value) != {"b64"}:
+            unknown = set(value) - set(names)
+            if unknown:
+                raise invalid(f"unknown inputs {sorted(unknown)}; the signature has {names}")
+            return {k: tensors.json_to_array(k, v, sig.inputs[k].np_dtype) for k, v in value.items()}
+        if len(names) != 1:
+            raise invalid(f"signature has inputs {names}: \"inputs\" must be an object naming them")
+        return {names[0]: tensors.json_to_array(names[0], value, sig.inputs[names[0]].np_dtype)}
+    return sig_name, False, decode_columns
+
+
+def encode_response(outputs: dict, row_format: bool) -> dict:
+    names = list(outputs)
+    if row_format:
+        if len(names) == 1:
+            return {"predictions": tensors.array_to_json(outputs[names[0]])}
+        rows = len(next(iter(outputs.values())))
+        return {"predictions": [{k: tensors.array_to_json(outputs[k][i]) if outputs[k].ndim > 1
+                                 else outputs[k][i].item() for k in names} for i in range(rows)]}
+    if len(names) == 1:
+        return {"outputs": tensors.array_to_json(outputs[names[0]])}
+    return {"outputs": {k: tensors.array_to_json(v) for k, v in outputs.items()}}
+
+
+class RestAPI:
+    def __init__(self, api, manager, metrics, metrics_path, read_timeout_s: float):
+        self.api, self.manager, self.metrics = api, manager, metrics
+        self.metrics_path, self.read_timeout_s = metrics_path, read_timeout_s
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        path = request.rel_url.raw_path
+        try:
+            if self.metrics_path and path == self.metrics_path and request.method == "GET":
+                return web.Response(body=generate_latest(self.metrics.registry),
+                                    headers={"Content-Type": CONTENT_TYPE_LATEST})
+            m = _ROUTE.match(path)
+            if m is None:
+                raise ServingError("NOT_FOUND", f"Malformed request: {request.method} {path}")
+            version = int(m["version"]) if m["version"] is not None else None
+            if m["verb"]:
+                if request.method != "POST":
+                    raise ServingError("NOT_FOUND", f"Malformed request: {request.method} {path}")
+                if m["verb"] != "predict":
+                    raise ServingError("UNIMPLEMENTED", f"{m['verb']} is not supported by this server")
+                return await self._predict(request, m["name"], version, m["label"])
+            if request.method != "GET":
+                raise ServingError("NOT_FOUND", f"Malformed request: {request.method} {path}")
+            if m["meta"]:
+                return self._metadata(m["name"], version, m["label"])
+            return self._status(m["name"], version)
+        except ServingError as e:
+            return _error(e)
+
+    async def _predict(self, request, name, version, label):
+        try:
+            raw = await asyncio.wait_for(request.read(), self.read_timeout_s)
+        except web.HTTPRequestEntityTooLarge as e:
+            return web.Response(body=orjson.dumps({"error": f"request body larger than {e.max_size} bytes"}),
+                                status=413, content_type=_JSON)
+        except asyncio.TimeoutError:
+            return web.Response(body=b'{"error": "timed out reading the request body"}', status=408,
+                                content_type=_JSON)
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            self.metrics.request(name, "predict", "REST", "INVALID_ARGUMENT", 0.0)
+            return _error(invalid(f"JSON Parse error: {e}"))
+        try:
+            sig_name, rows, decode = decode_request(body)
+        except ServingError as e:
+            self.metrics.request(name, "predict", "REST", e.code, 0.0)
+            raise
+        _, _, outputs = await self.api.predict(name, version, label, sig_name, decode, "REST")
+        return _ok(encode_response(outputs, rows))
+
+    def _status(self, name, version):
+        states = self.manager.statuses(name, version)
+        return _ok({"model_version_status": [
+            {"version": str(s.version), "state": s.state,
+             "status": {"error_code": "OK" if not s.error else "UNKNOWN", "error_message": s.error}}
+            for s in states]})
+
+    def _metadata(self, name, version, label):
+        from tensorflow_serving.apis import get_model_metadata_pb2
+
+        servable = self.manager.resolve(name, version, label)
+        sdm = get_model_metadata_pb2.SignatureDefMap()
+        for k, v in servable.signature_defs.items():
+            sdm.signature_def[k].CopyFrom(v)
+        meta = _message_to_dict(sdm)
+        meta["@type"] = "type.googleapis.com/tensorflow.serving.SignatureDefMap"
+        return _ok({"model_spec": {"name": name, "signature_name": "", "version": str(servable.version)},
+                    "metadata": {"signature_def": meta}})
+
+
+def build_app(rest: RestAPI, max_body_bytes: int) -> web.Application:
+    app = web.Application(client_max_size=max_body_bytes)
+    app.router.add_route("*", "/{tail:.*}", rest.handle)
+    return app

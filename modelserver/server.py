@@ -1,0 +1,143 @@
+"""Wire the model server together and run it until SIGTERM/SIGINT."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+
+from modelserver import configs
+from modelserver.flags import parse_flags
+from modelserver.manager import ModelManager, ModelPathError, ModelSpec
+
+log = logging.getLogger("modelserver")
+
+
+class StartupError(Exception):
+    """One line for the user; the process exits 2."""
+
+
+def model_specs(args) -> list:
+    if args.model_config_file:
+        cfg = configs.load_model_server_config(args.model_config_file)
+        return [ModelSpec.from_proto(c) for c in cfg.model_config_list.config]
+    return [ModelSpec(args.model_name, os.path.abspath(args.model_base_path))]
+
+
+def _check_port_free(host: str, port: int, what: str) -> None:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise StartupError(f"cannot listen on {host}:{port} for {what}: {e.strerror}") from None
+
+
+async def serve(args) -> None:
+    from aiohttp import web
+
+    from modelserver.batching import BatchingRunner, DirectRunner
+    from modelserver.grpc_api import build_server
+    from modelserver.metrics import ServingMetrics
+    from modelserver.predict import PredictAPI
+    from modelserver.rest import RestAPI, build_app
+
+    metrics = ServingMetrics()
+    metrics_path = configs.load_monitoring(args.monitoring_config_file)
+    batching = configs.load_batching(args.batching_parameters_file) if args.enable_batching else None
+    specs = model_specs(args)
+    for port, what in ((args.port, "gRPC"), (args.rest_api_port, "REST")):
+        if port:
+            _check_port_free(args.listen_address, port, what)
+
+    threads = args.rest_api_num_threads or os.cpu_count() or 1
+    direct = DirectRunner(threads, metrics)
+    runner = BatchingRunner(batching, metrics, direct) if batching else direct
+    manager = ModelManager(specs, metrics, warmup=args.enable_model_warmup,
+                           poll_wait_s=args.file_system_poll_wait_seconds, executor=direct.pool)
+    try:
+        await manager.start()
+    except ModelPathError as e:
+        raise StartupError(str(e)) from None
+    api = PredictAPI(manager, runner, metrics)
+
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+
+    grpc_server = site = None
+    if args.port:
+        grpc_server = build_server(api, manager, metrics, f"{args.listen_address}:{args.port}",
+                                   args.rest_api_max_body_bytes)
+        await grpc_server.start()
+        log.info("Running gRPC ModelServer at %s:%d ...", args.listen_address, args.port)
+    if args.rest_api_port:
+        rest = RestAPI(api, manager, metrics, metrics_path, args.rest_api_read_timeout_ms / 1000)
+        app_runner = web.AppRunner(build_app(rest, args.rest_api_max_body_bytes), access_log=None,
+                                   keepalive_timeout=75)
+        await app_runner.setup()
+        site = web.TCPSite(app_runner, args.listen_address, args.rest_api_port,
+                           backlog=args.rest_api_max_connections)
+        await site.start()
+        log.info("Exporting HTTP/REST API at %s:%d ...", args.listen_address, args.rest_api_port)
+    if args.pid_file:
+        _write_atomic(args.pid_file, f"{os.getpid()}\n")
+
+    await stopping.wait()
+    log.info("shutting down")
+    if grpc_server:
+        await grpc_server.stop(grace=2)
+    if site:
+        await app_runner.cleanup()
+    await manager.stop()
+    runner.close()
+    direct.close()
+    if args.pid_file:
+        try:
+            os.unlink(args.pid_file)
+        except OSError:
+            pass
+
+
+def _write_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def _configure_tf(args) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    if args.tensorflow_intra_op_parallelism:
+        tf.config.threading.set_intra_op_parallelism_threads(args.tensorflow_intra_op_parallelism)
+    if args.tensorflow_inter_op_parallelism:
+        tf.config.threading.set_inter_op_parallelism_threads(args.tensorflow_inter_op_parallelism)
+
+
+def main(argv=None) -> int:
+    args = parse_flags(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s modelserver %(levelname)s %(message)s")
+    try:
+        # Config files are checked before TensorFlow is imported: a typo fails fast.
+        configs.load_monitoring(args.monitoring_config_file)
+        if args.enable_batching:
+            configs.load_batching(args.batching_parameters_file)
+        model_specs(args)
+        _configure_tf(args)
+        try:
+            import uvloop
+            uvloop.install()
+        except ImportError:
+            pass
+        asyncio.run(serve(args))
+    except (configs.ConfigError, StartupError) as e:
+        sys.stderr.write(f"tensorflow_model_server: error: {e}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0

@@ -1,0 +1,1 @@
+"""Bring the benchmark stack up and down: versions registry, venvs, runtimes."""

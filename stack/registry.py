@@ -1,0 +1,125 @@
+"""The versions registry (stack/versions.yaml): version -> images, pins, python, ports.
+
+    >>> from stack.registry import load_registry
+    >>> reg = load_registry()
+    >>> reg.get("2.9").ports.rest
+    8591
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import yaml
+
+REGISTRY_PATH = Path(__file__).with_name("versions.yaml")
+
+
+class RegistryError(ValueError):
+    """A user-fixable problem with the registry or a requested version."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Ports:
+    grpc: int
+    rest: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Version:
+    name: str
+    tensorflow: str
+    image: str
+    gpu_image: str
+    python: str
+    pip: tuple[str, ...]
+    gpu_pip: tuple[str, ...]
+    serving_api: str
+    ports: Ports
+
+    def requirements(self, server_pip: tuple[str, ...], gpu: bool = False) -> tuple[str, ...]:
+        """Everything the version's venv resolves together (serving_api goes in --no-deps)."""
+        return (self.gpu_pip if gpu else self.pip) + server_pip
+
+
+@dataclasses.dataclass(frozen=True)
+class Registry:
+    versions: dict[str, Version]
+    server_pip: tuple[str, ...]
+
+    def get(self, name: str) -> Version:
+        name = str(name).strip()
+        if name not in self.versions:
+            raise RegistryError(f"unknown version {name!r}; known versions: {', '.join(self.versions)}")
+        return self.versions[name]
+
+    def select(self, names: str | list[str]) -> list[Version]:
+        """Versions from "2.6 2.9" or ["2.6", "2.9"]; duplicates and unknowns are errors."""
+        if isinstance(names, str):
+            names = names.replace(",", " ").split()
+        if not names:
+            raise RegistryError(f"no version given; known versions: {', '.join(self.versions)}")
+        if len(set(names)) != len(names):
+            raise RegistryError(f"version listed twice in {' '.join(names)!r}")
+        return [self.get(n) for n in names]
+
+    @property
+    def newest(self) -> Version:
+        return max(self.versions.values(), key=lambda v: tuple(int(p) for p in v.name.split(".")))
+
+
+_STR_FIELDS = ("tensorflow", "image", "gpu_image", "python", "serving_api")
+
+
+def _version(name: str, raw: object, where: str) -> Version:
+    if not isinstance(raw, dict):
+        raise RegistryError(f"{where}: version {name!r} must be a mapping")
+    missing = [f for f in _STR_FIELDS + ("pip", "gpu_pip", "ports") if f not in raw]
+    if missing:
+        raise RegistryError(f"{where}: version {name!r} lacks {', '.join(missing)}")
+    for f in _STR_FIELDS:
+        if not isinstance(raw[f], (str, int, float)) or not str(raw[f]).strip():
+            raise RegistryError(f"{where}: version {name!r}: {f} must be a non-empty string")
+    for f in ("pip", "gpu_pip"):
+        if not isinstance(raw[f], list) or not all(isinstance(p, str) for p in raw[f]):
+            raise RegistryError(f"{where}: version {name!r}: {f} must be a list of requirement strings")
+    ports = raw["ports"]
+    if not isinstance(ports, dict) or set(ports) != {"grpc", "rest"}:
+        raise RegistryError(f"{where}: version {name!r}: ports must be {{grpc: N, rest: N}}")
+    for k, p in ports.items():
+        if not isinstance(p, int) or not 1024 <= p <= 65535:
+            raise RegistryError(f"{where}: version {name!r}: ports.{k} must be an integer in 1024..65535")
+    return Version(
+        name=name,
+        pip=tuple(raw["pip"]),
+        gpu_pip=tuple(raw["gpu_pip"]),
+        ports=Ports(grpc=ports["grpc"], rest=ports["rest"]),
+        **{f: str(raw[f]) for f in _STR_FIELDS},
+    )
+
+
+def load_registry(path: str | os.PathLike | None = None) -> Registry:
+    path = Path(path or os.environ.get("TFSB_VERSIONS_FILE") or REGISTRY_PATH)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise RegistryError(f"cannot read versions registry {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark else ""
+        raise RegistryError(f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("versions"), dict) or not raw["versions"]:
+        raise RegistryError(f"{path}: expected a mapping with a non-empty 'versions' mapping")
+    server = raw.get("server") or {}
+    server_pip = server.get("pip", []) if isinstance(server, dict) else None
+    if not isinstance(server_pip, list) or not all(isinstance(p, str) for p in server_pip):
+        raise RegistryError(f"{path}: server.pip must be a list of requirement strings")
+    versions = {str(k): _version(str(k), v, str(path)) for k, v in raw["versions"].items()}
+    seen: dict[int, str] = {}
+    for v in versions.values():
+        for p in (v.ports.grpc, v.ports.rest):
+            if p in seen:
+                raise RegistryError(f"{path}: port {p} used by both {seen[p]} and {v.name}")
+            seen[p] = v.name
+    return Registry(versions=versions, server_pip=tuple(server_pip))

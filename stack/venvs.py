@@ -1,0 +1,90 @@
+"""Per-version virtualenvs for the local runtime, created with uv and reused by pins.
+
+A venv lives in $TFSB_HOME/venvs/tf<version>-py<python>-<hash of its pins>, so a
+changed pin makes a new venv and an unchanged one is reused (`make test` is fast
+the second time). A venv is complete only once its `.complete` marker exists:
+an interrupted install is redone, never half-used.
+"""
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from stack.registry import Registry, Version
+
+
+class VenvError(RuntimeError):
+    """Creating a venv failed; the message says which command and why."""
+
+
+def home() -> Path:
+    return Path(os.environ.get("TFSB_HOME") or Path.home() / ".cache" / "tfserving-bench")
+
+
+def _pins(version: Version, registry: Registry, gpu: bool) -> list[str]:
+    return [version.python, *version.requirements(registry.server_pip, gpu), "nodeps:" + version.serving_api]
+
+
+def venv_path(version: Version, registry: Registry, gpu: bool = False) -> Path:
+    digest = hashlib.sha256("\n".join(_pins(version, registry, gpu)).encode()).hexdigest()[:10]
+    kind = "gpu" if gpu else "cpu"
+    return home() / "venvs" / f"tf{version.name}-{kind}-py{version.python}-{digest}"
+
+
+def find_python(minor: str) -> str:
+    """An interpreter for Python `minor` ("3.9"): pyenv's, then uv's, then uv installs one."""
+    roots = [os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")]
+    for root in roots:
+        hits = sorted(glob.glob(f"{root}/versions/{minor}.*/bin/python{minor}"))
+        if hits:
+            return hits[-1]
+    uv = _uv()
+    found = subprocess.run([uv, "python", "find", "--system", minor], capture_output=True, text=True)
+    if found.returncode == 0 and found.stdout.strip():
+        return found.stdout.strip()
+    _run([uv, "python", "install", minor], f"install Python {minor}")
+    return subprocess.run([uv, "python", "find", minor], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _uv() -> str:
+    uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
+    if not Path(uv).exists():
+        raise VenvError("uv not found on PATH; install it with `pip install uv` (or run `make setup`)")
+    return uv
+
+
+def _run(cmd: list[str], what: str, env: dict | None = None) -> None:
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise VenvError(f"{what} failed: {' | '.join(tail)}")
+
+
+def ensure_venv(version: Version, registry: Registry, gpu: bool = False, log=print) -> Path:
+    """Return the venv's path, creating it first when missing or incomplete."""
+    path = venv_path(version, registry, gpu)
+    if (path / ".complete").exists():
+        return path
+    if path.exists():
+        shutil.rmtree(path)
+    log(f"creating venv for TF Serving {version.name} (TensorFlow {version.tensorflow}, Python {version.python}) at {path}")
+    uv = _uv()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _run([uv, "venv", "-q", "-p", find_python(version.python), str(path)], f"uv venv for {version.name}")
+    env = dict(os.environ, VIRTUAL_ENV=str(path))
+    env.pop("UV_PROJECT_ENVIRONMENT", None)
+    _run([uv, "pip", "install", "-q", *version.requirements(registry.server_pip, gpu)], f"installing TF {version.tensorflow}", env)
+    # tensorflow-serving-api depends on the `tensorflow` distribution, which would
+    # install a second TF over tensorflow-cpu's files: take the stubs alone.
+    _run([uv, "pip", "install", "-q", "--no-deps", version.serving_api], "installing tensorflow-serving-api", env)
+    (path / ".complete").write_text("\n".join(_pins(version, registry, gpu)) + "\n")
+    return path
+
+
+def venv_python(path: Path) -> str:
+    return str(path / "bin" / "python")
