@@ -2,16 +2,32 @@
 
 Recording happens on the event loop thread only (threads hand their timings back
 through the loop), so the hot path is a dict lookup, a bisect and two adds, with
-no locks. Exposition goes through prometheus_client's standard text writer via a
-custom collector. TF Serving writes counters without a `_total` suffix
-(`:tensorflow:serving:request_count`), and so does this collector.
+no locks. The text exposition is written here rather than by prometheus_client:
+TF Serving declares counters without a `_total` suffix
+(`# TYPE :tensorflow:serving:request_count counter`), which prometheus_client's
+writer always appends; dashboards written for TF Serving match these names.
 """
 from __future__ import annotations
 
 import bisect
 
-from prometheus_client.core import Metric
-from prometheus_client.registry import CollectorRegistry
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def _labels(names, values, extra: str = "") -> str:
+    parts = [f'{n}="{_escape(str(v))}"' for n, v in zip(names, values)]
+    if extra:
+        parts.append(extra)
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+def _escape(v: str) -> str:
+    return v.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _num(v: float) -> str:
+    v = float(v)
+    return str(int(v)) if v.is_integer() else repr(v)
 
 
 def exponential_buckets(scale: float, growth: float, count: int) -> list:
@@ -35,17 +51,17 @@ class _Histogram:
         cell[bisect.bisect_left(self.bounds, value)] += 1
         cell[-1] += value
 
-    def metric(self) -> Metric:
-        m = Metric(self.name, self.doc, "histogram")
+    def render(self, out: list) -> None:
+        out.append(f"# HELP {self.name} {self.doc}\n# TYPE {self.name} histogram\n")
+        les = [_fmt(b) for b in self.bounds] + ["+Inf"]
         for labels, cell in self.cells.items():
-            lab = dict(zip(self.labelnames, labels))
             acc = 0
-            for bound, n in zip(self.bounds + [float("inf")], cell[:-1]):
+            for le, n in zip(les, cell[:-1]):
                 acc += n
-                m.add_sample(self.name + "_bucket", {**lab, "le": _fmt(bound)}, acc)
-            m.add_sample(self.name + "_sum", lab, cell[-1])
-            m.add_sample(self.name + "_count", lab, acc)
-        return m
+                le_label = 'le="' + le + '"'
+                out.append(f"{self.name}_bucket{_labels(self.labelnames, labels, le_label)} {acc}\n")
+            lab = _labels(self.labelnames, labels)
+            out.append(f"{self.name}_sum{lab} {_num(cell[-1])}\n{self.name}_count{lab} {acc}\n")
 
 
 class _Counter:
@@ -55,11 +71,12 @@ class _Counter:
     def inc(self, labels: tuple = (), by: float = 1) -> None:
         self.cells[labels] = self.cells.get(labels, 0) + by
 
-    def metric(self) -> Metric:
-        m = Metric(self.name, self.doc, "counter")
+    def render(self, out: list) -> None:
+        out.append(f"# HELP {self.name} {self.doc}\n# TYPE {self.name} counter\n")
         for labels, v in self.cells.items():
-            m.add_sample(self.name, dict(zip(self.labelnames, labels)), v)
-        return m
+            out.append(f"{self.name}{_labels(self.labelnames, labels)} {_num(v)}\n")
+        if not self.labelnames and not self.cells:
+            out.append(f"{self.name} 0\n")
 
 
 def _fmt(bound: float) -> str:
@@ -68,7 +85,7 @@ def _fmt(bound: float) -> str:
 
 
 class ServingMetrics:
-    """Every metric the model server exports; `registry` is what the endpoint writes."""
+    """Every metric the model server exports; `render()` is what the endpoint writes."""
 
     def __init__(self):
         p = ":tensorflow:serving:"
@@ -95,13 +112,13 @@ class ServingMetrics:
         self._all = [self.request_count, self.request_latency, self.runtime_latency, self.queuing_latency,
                      self.batch_size, self.graph_runs, self.graph_run_time, self.load_attempts, self.load_latency,
                      self.warmup_latency]
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(self)
 
-    def collect(self):
+    def render(self) -> bytes:
+        out = []
         for m in self._all:
             if m.cells or not m.labelnames:
-                yield m.metric()
+                m.render(out)
+        return "".join(out).encode()
 
     # ---- what the server calls -------------------------------------------
     def request(self, model: str, api: str, entrypoint: str, status: str, latency_s: float) -> None:

@@ -11,9 +11,9 @@ import re
 import orjson
 from aiohttp import web
 from google.protobuf import json_format
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from modelserver import tensors
+from modelserver.metrics import CONTENT_TYPE
 from modelserver.status import ServingError, invalid
 
 _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
@@ -105,8 +105,7 @@ class RestAPI:
         path = request.rel_url.raw_path
         try:
             if self.metrics_path and path == self.metrics_path and request.method == "GET":
-                return web.Response(body=generate_latest(self.metrics.registry),
-                                    headers={"Content-Type": CONTENT_TYPE_LATEST})
+                return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
             m = _ROUTE.match(path)
             if m is None:
                 raise ServingError("NOT_FOUND", f"Malformed request: {request.method} {path}")

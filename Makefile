@@ -1,0 +1,31 @@
+# The user interface. Every target is a thin call of a `python -m <package>` entry point.
+PY       := .venv/bin/python
+VERSION  ?= 2.9
+VERSIONS ?= $(VERSION)
+RUNTIME  ?= auto
+export VERSION VERSIONS RUNTIME
+
+.PHONY: setup demo up down status test test-fast clean
+
+.venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
+	./scripts/bootstrap.sh
+
+setup: .venv/.synced            ## install everything (apt packages, uv, tooling venv)
+
+demo: setup                     ## venvs, example model, two versions served, a predict each
+	$(PY) -m stack demo --versions "$(if $(filter command line,$(origin VERSIONS)),$(VERSIONS),2.9 2.21)"
+
+up: setup                       ## make up VERSION=2.9 | VERSIONS="2.6 2.9 2.12" [RUNTIME=local|docker]
+	$(PY) -m stack up --versions "$(VERSIONS)" --runtime $(RUNTIME)
+
+down: setup
+	$(PY) -m stack down
+
+status: setup
+	$(PY) -m stack status
+
+test: setup                     ## the whole test suite (first run creates the TF venvs)
+	$(PY) -m pytest -q
+
+clean: down                     ## stop everything and delete run state, exports and TSDB data
+	rm -rf .state models/build

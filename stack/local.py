@@ -1,0 +1,122 @@
+"""The local runtime: model servers from per-version venvs, as processes with pid files.
+
+Each version gets .state/local/tf<version>/ with its rendered models.config (the
+repo's monitoring_configs/models.config with base_path pointed at that version's
+export), its pid file and its log. `down` stops exactly what has a pid file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from pathlib import Path
+
+from google.protobuf import text_format
+
+from models.prepare import MODEL_NAME, ROOT, check_base_path, ensure_example_model
+from stack import procs
+from stack.registry import Registry, Version
+from stack.venvs import ensure_venv, venv_python
+
+CONFIGS = ROOT / "monitoring_configs"
+
+
+def state_dir() -> Path:
+    return Path(os.environ.get("TFSB_STATE") or ROOT / ".state") / "local"
+
+
+def version_dir(version: Version) -> Path:
+    return state_dir() / f"tf{version.name}"
+
+
+class StackError(RuntimeError):
+    """Bringing something up failed; the message says what and where its log is."""
+
+
+def render_models_config(base_path: Path, model_name: str) -> str:
+    """monitoring_configs/models.config with the model's name and local base_path."""
+    from tensorflow_serving.config import model_server_config_pb2
+
+    cfg = text_format.Parse((CONFIGS / "models.config").read_text(), model_server_config_pb2.ModelServerConfig())
+    first = cfg.model_config_list.config[0]
+    first.name, first.base_path = model_name, str(base_path)
+    del cfg.model_config_list.config[1:]
+    return text_format.MessageToString(cfg)
+
+
+def server_command(python: str, version: Version, cfg_path: Path, batching: bool = True,
+                   bind: str = "127.0.0.1", batching_file: Path | None = None, poll_s: int = 1) -> list:
+    """The tensorflow_model_server command line; the same flags the docker runtime passes."""
+    cmd = [python, "-m", "modelserver", f"--port={version.ports.grpc}", f"--rest_api_port={version.ports.rest}",
+           f"--model_config_file={cfg_path}", f"--monitoring_config_file={CONFIGS / 'monitoring.config'}",
+           f"--file_system_poll_wait_seconds={poll_s}", f"--listen_address={bind}",
+           f"--version_label={version.name}"]
+    if batching:
+        cmd += ["--enable_batching=true", f"--batching_parameters_file={batching_file or CONFIGS / 'batching.config'}"]
+    return cmd
+
+
+def model_status(port: int, model: str, timeout: float = 1.0) -> str | None:
+    """The state of the newest version (e.g. AVAILABLE), or None when the server doesn't answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/{model}", timeout=timeout) as r:
+            states = json.load(r)["model_version_status"]
+        return states[0]["state"] if states else None
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def up_version(version: Version, registry: Registry, model_path: str | None = None, model_name: str = MODEL_NAME,
+               batching: bool = True, bind: str = "127.0.0.1", timeout_s: float = 180, log=print) -> dict:
+    d = version_dir(version)
+    d.mkdir(parents=True, exist_ok=True)
+    pid_file, log_file = d / "modelserver.pid", d / "modelserver.log"
+    info = {"version": version.name, "rest": version.ports.rest, "grpc": version.ports.grpc, "pid_file": str(pid_file)}
+    if procs.alive(procs.read_pid(pid_file), "modelserver"):
+        log(f"TF Serving {version.name}: already running (pid {procs.read_pid(pid_file)})")
+        return info
+    base = check_base_path(model_path) if model_path else ensure_example_model(version, registry, log=log)
+    python = venv_python(ensure_venv(version, registry, log=log))
+    cfg = d / "models.config"
+    procs.write_atomic(cfg, render_models_config(base, model_name))
+    cmd = server_command(python, version, cfg, batching=batching, bind=bind)
+    pid = procs.start(cmd, pid_file, log_file, env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"),
+                      cwd=ROOT)
+    log(f"TF Serving {version.name}: starting (pid {pid}, TensorFlow {version.tensorflow}), log {log_file}")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not procs.alive(pid):
+            pid_file.unlink(missing_ok=True)
+            raise StackError(f"TF Serving {version.name} exited: {procs.log_tail(log_file, 1)}")
+        if model_status(version.ports.rest, model_name) == "AVAILABLE":
+            return info
+        time.sleep(0.25)
+    procs.stop(pid_file)
+    raise StackError(f"TF Serving {version.name} did not become AVAILABLE within {timeout_s:.0f}s; see {log_file}")
+
+
+def down(log=print) -> int:
+    stopped = 0
+    root = state_dir()
+    for pid_file in sorted(root.glob("*/*.pid")) if root.exists() else []:
+        name = f"{pid_file.parent.name}/{pid_file.stem}"
+        if procs.stop(pid_file):
+            log(f"stopped {name}")
+            stopped += 1
+    return stopped
+
+
+def status(registry: Registry) -> list:
+    rows = []
+    for v in registry.versions.values():
+        pid_file = version_dir(v) / "modelserver.pid"
+        if not pid_file.exists():
+            continue
+        pid = procs.read_pid(pid_file)
+        running = procs.alive(pid, "modelserver")
+        state = model_status(v.ports.rest, MODEL_NAME) if running else None
+        rows.append({"component": f"modelserver {v.name}", "pid": pid, "running": running,
+                     "state": state or ("no answer" if running else "down"),
+                     "url": f"http://127.0.0.1:{v.ports.rest}/v1/models/{MODEL_NAME}"})
+    return rows

@@ -1,0 +1,85 @@
+"""Processes the local runtime starts: detached, with pid and log files, stopped exactly."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def read_pid(pid_file: Path) -> int | None:
+    try:
+        return int(pid_file.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def alive(pid: int | None, must_contain: str = "") -> bool:
+    """True if pid runs (and, when asked, its command line contains must_contain)."""
+    if not pid:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    if stat.rsplit(")", 1)[1].split()[0] == "Z":  # a zombie has exited
+        return False
+    return must_contain in cmdline
+
+
+def start(cmd: list, pid_file: Path, log_file: Path, env: dict | None = None, cwd: Path | None = None) -> int:
+    """Start cmd detached (own session, so `make` ending doesn't kill it); record its pid."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env=env, cwd=cwd)
+    write_atomic(pid_file, f"{proc.pid}\n")
+    return proc.pid
+
+
+def stop(pid_file: Path, must_contain: str = "", timeout_s: float = 10.0) -> bool:
+    """SIGTERM, wait, then SIGKILL the process of pid_file; True if one was running."""
+    pid = read_pid(pid_file)
+    was_alive = alive(pid, must_contain)
+    if was_alive:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout_s
+        while alive(pid) and time.monotonic() < deadline:
+            _reap(pid)
+            time.sleep(0.1)
+        if alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            _reap(pid)
+    pid_file.unlink(missing_ok=True)
+    return was_alive
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def log_tail(log_file: Path, lines: int = 3) -> str:
+    try:
+        text = log_file.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no log)"
+    useful = [ln for ln in text if ln.strip() and not ln.startswith(("W0000", "I0000"))]
+    return " | ".join(useful[-lines:])

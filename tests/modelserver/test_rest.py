@@ -1,0 +1,114 @@
+"""REST API of the drop-in model server, against real servers of two TF versions."""
+import numpy as np
+import pytest
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+pytestmark = pytest.mark.integration
+
+X = np.random.RandomState(3).rand(3, 784).astype(np.float32)
+
+
+def post(server, path, **kw):
+    return requests.post(server.url(path), timeout=10, **kw)
+
+
+def test_row_format_matches_in_process_model(server, reference):
+    r = post(server, "/v1/models/my_model:predict", json={"instances": X.tolist()})
+    assert r.status_code == 200, r.text
+    got = np.asarray(r.json()["predictions"])
+    assert got.shape == (3, 10)
+    np.testing.assert_allclose(got, reference(server.base_path, X), atol=1e-6)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, atol=1e-5)  # softmax rows
+
+
+def test_columnar_format_and_explicit_signature(server, reference):
+    r = post(server, "/v1/models/my_model/versions/1:predict",
+             json={"signature_name": "serving_default", "inputs": {"x": X[:2].tolist()}})
+    assert r.status_code == 200, r.text
+    np.testing.assert_allclose(np.asarray(r.json()["outputs"]), reference(server.base_path, X[:2]), atol=1e-6)
+    r = post(server, "/v1/models/my_model:predict", json={"inputs": X[:1].tolist()})
+    assert np.asarray(r.json()["outputs"]).shape == (1, 10)
+
+
+def test_status_json_shape(server):
+    r = requests.get(server.url("/v1/models/my_model"), timeout=5)
+    assert r.json() == {"model_version_status": [
+        {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]}
+    assert requests.get(server.url("/v1/models/my_model/versions/1"), timeout=5).status_code == 200
+    assert requests.get(server.url("/v1/models/my_model/versions/7"), timeout=5).status_code == 404
+
+
+def test_metadata_json_shape(server):
+    meta = requests.get(server.url("/v1/models/my_model/metadata"), timeout=5).json()
+    assert meta["model_spec"] == {"name": "my_model", "signature_name": "", "version": "1"}
+    sd = meta["metadata"]["signature_def"]
+    assert sd["@type"] == "type.googleapis.com/tensorflow.serving.SignatureDefMap"
+    sig = sd["signature_def"]["serving_default"]
+    assert sig["method_name"] == "tensorflow/serving/predict"
+    x = sig["inputs"]["x"]
+    assert x["dtype"] == "DT_FLOAT"
+    assert [d["size"] for d in x["tensor_shape"]["dim"]] == ["-1", "784"]  # int64 as strings
+    assert [d["size"] for d in sig["outputs"]["probabilities"]["tensor_shape"]["dim"]] == ["-1", "10"]
+
+
+BAD = [
+    ("invalid JSON", "/v1/models/my_model:predict", b'{"instances": [[1, 2]', 400, "JSON"),
+    ("not an object", "/v1/models/my_model:predict", b"[1, 2]", 400, "instances"),
+    ("neither format", "/v1/models/my_model:predict", b'{"foo": 1}', 400, "instances"),
+    ("both formats", "/v1/models/my_model:predict", b'{"instances": [[1]], "inputs": [[1]]}', 400, "exactly one"),
+    ("empty instances", "/v1/models/my_model:predict", b'{"instances": []}', 400, "non-empty"),
+    ("wrong shape", "/v1/models/my_model:predict", b'{"instances": [[1.0, 2.0]]}', 400, "shape"),
+    ("wrong dtype", "/v1/models/my_model:predict", b'{"instances": [["a", "b"]]}', 400, "float32"),
+    ("ragged rows", "/v1/models/my_model:predict", b'{"instances": [[1.0], [1.0, 2.0]]}', 400, "ragged"),
+    ("unknown input", "/v1/models/my_model:predict", b'{"inputs": {"y": [[1.0]]}}', 400, "unknown"),
+    ("unknown signature", "/v1/models/my_model:predict", b'{"signature_name": "nope", "instances": [[1.0]]}',
+     400, "nope"),
+    ("unknown model", "/v1/models/other:predict", b'{"instances": [[1.0]]}', 404, "other"),
+    ("unknown version", "/v1/models/my_model/versions/9:predict", b'{"instances": [[1.0]]}', 404, "9"),
+    ("unknown label", "/v1/models/my_model/labels/canary:predict", b'{"instances": [[1.0]]}', 400, "canary"),
+    ("path traversal", "/v1/models/..%2F..%2Fetc%2Fpasswd:predict", b'{"instances": [[1.0]]}', 404, "Servable"),
+    ("unknown verb", "/v1/models/my_model:classify", b'{"examples": []}', 501, "classify"),
+    ("malformed path", "/v2/whatever", b"{}", 404, "Malformed"),
+]
+
+
+@pytest.mark.parametrize("case,path,body,status,needle", BAD, ids=[b[0] for b in BAD])
+def test_bad_requests_get_tf_serving_errors_and_server_keeps_serving(server, case, path, body, status, needle):
+    r = post(server, path, data=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == status, r.text
+    assert needle in r.json()["error"]
+    ok = post(server, "/v1/models/my_model:predict", json={"instances": X[:1].tolist()})
+    assert ok.status_code == 200
+
+
+def test_metrics_have_tf_serving_names_labels_and_buckets(server):
+    for _ in range(3):
+        post(server, "/v1/models/my_model:predict", json={"instances": X[:1].tolist()})
+    post(server, "/v1/models/my_model:predict", data=b"{", headers={"Content-Type": "application/json"})
+    text = requests.get(server.url("/monitoring/prometheus/metrics"), timeout=5).text
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    # TF Serving writes counters without the _total suffix (the parser adds it back to samples).
+    assert "# TYPE :tensorflow:serving:request_count counter" in text
+    assert ':tensorflow:serving:request_count{model_name="my_model",status="OK"}' in text
+    count = fams[":tensorflow:serving:request_count"]
+    assert count.type == "counter"
+    by_status = {s.labels["status"]: s.value for s in count.samples}
+    assert by_status["OK"] >= 3 and by_status["INVALID_ARGUMENT"] >= 1
+    lat = fams[":tensorflow:serving:request_latency"]
+    assert lat.type == "histogram"
+    buckets = [s for s in lat.samples if s.name.endswith("_bucket")]
+    assert {(s.labels["model_name"], s.labels["API"], s.labels["entrypoint"]) for s in buckets} >= {
+        ("my_model", "predict", "REST")}
+    rest = [s for s in buckets if s.labels["entrypoint"] == "REST"]
+    bounds = [float(s.labels["le"]) for s in rest]
+    expected = [10 * 1.8 ** i for i in range(33)] + [float("inf")]
+    assert len(bounds) == 34
+    np.testing.assert_allclose(bounds[:-1], expected[:-1], rtol=1e-5)
+    assert bounds[-1] == float("inf")
+    count_sample = [s for s in lat.samples if s.name.endswith("_count") and s.labels["entrypoint"] == "REST"][0]
+    assert rest[-1].value == count_sample.value == by_status["OK"]  # latency for successes only
+    assert ":tensorflow:serving:runtime_latency" in fams
+    assert fams[":tensorflow:core:graph_runs"].samples[0].value >= 3
+    loads = fams[":tensorflow:cc:saved_model:load_attempt_count"].samples
+    assert loads[0].labels["status"] == "success" and loads[0].labels["model_path"].endswith("/1")
