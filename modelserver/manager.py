@@ -12,7 +12,6 @@ import dataclasses
 import logging
 import os
 
-from modelserver.servable import is_saved_model_dir, load_servable
 from modelserver.status import ServingError, not_found
 
 log = logging.getLogger("modelserver")
@@ -47,6 +46,10 @@ class VersionState:
     state: str = "START"  # START LOADING AVAILABLE UNLOADING END (TF Serving's ManagerState)
     error: str = ""
     servable: object = None
+
+
+def is_saved_model_dir(path: str) -> bool:
+    return any(os.path.isfile(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt"))
 
 
 def list_versions(base_path: str) -> list:
@@ -107,6 +110,8 @@ class ModelManager:
                 log.exception("polling model base paths failed")
 
     async def poll_once(self) -> None:
+        from modelserver.servable import load_servable  # imports TensorFlow: not before flags are checked
+
         loop = asyncio.get_running_loop()
         for name, spec in self.specs.items():
             states = self.states[name]

@@ -51,10 +51,6 @@ def _spec(info) -> TensorSpec:
     return TensorSpec(dtype=info.dtype, shape=shape)
 
 
-def is_saved_model_dir(path: str) -> bool:
-    return any(os.path.isfile(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt"))
-
-
 def read_signature_defs(path: str):
     """The SignatureDef map of the serving meta graph, read from saved_model.pb."""
     from google.protobuf import text_format

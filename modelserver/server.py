@@ -10,7 +10,7 @@ import sys
 
 from modelserver import configs
 from modelserver.flags import parse_flags
-from modelserver.manager import ModelManager, ModelPathError, ModelSpec
+from modelserver.manager import ModelManager, ModelPathError, ModelSpec, check_base_path
 
 log = logging.getLogger("modelserver")
 
@@ -48,10 +48,6 @@ async def serve(args) -> None:
     metrics_path = configs.load_monitoring(args.monitoring_config_file)
     batching = configs.load_batching(args.batching_parameters_file) if args.enable_batching else None
     specs = model_specs(args)
-    for port, what in ((args.port, "gRPC"), (args.rest_api_port, "REST")):
-        if port:
-            _check_port_free(args.listen_address, port, what)
-
     threads = args.rest_api_num_threads or os.cpu_count() or 1
     direct = DirectRunner(threads, metrics)
     runner = BatchingRunner(batching, metrics, direct) if batching else direct
@@ -123,11 +119,16 @@ def main(argv=None) -> int:
     args = parse_flags(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s modelserver %(levelname)s %(message)s")
     try:
-        # Config files are checked before TensorFlow is imported: a typo fails fast.
+        # Files, model paths and ports are checked before TensorFlow is imported
+        # (seconds): a typo fails fast.
         configs.load_monitoring(args.monitoring_config_file)
         if args.enable_batching:
             configs.load_batching(args.batching_parameters_file)
-        model_specs(args)
+        for spec in model_specs(args):
+            check_base_path(spec)
+        for port, what in ((args.port, "gRPC"), (args.rest_api_port, "REST")):
+            if port:
+                _check_port_free(args.listen_address, port, what)
         _configure_tf(args)
         try:
             import uvloop
@@ -135,7 +136,7 @@ def main(argv=None) -> int:
         except ImportError:
             pass
         asyncio.run(serve(args))
-    except (configs.ConfigError, StartupError) as e:
+    except (configs.ConfigError, StartupError, ModelPathError) as e:
         sys.stderr.write(f"tensorflow_model_server: error: {e}\n")
         return 2
     except KeyboardInterrupt:
