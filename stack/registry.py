@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -39,8 +40,19 @@ class Version:
     ports: Ports
 
     def requirements(self, server_pip: tuple[str, ...], gpu: bool = False) -> tuple[str, ...]:
-        """Everything the version's venv resolves together (serving_api goes in --no-deps)."""
-        return (self.gpu_pip if gpu else self.pip) + server_pip
+        """Everything the version's venv resolves together (serving_api goes in --no-deps).
+
+        A version's own pin of a server package (e.g. an older grpcio for TF 2.6)
+        replaces the shared one.
+        """
+        own = self.gpu_pip if gpu else self.pip
+        named = {dist_name(r) for r in own}
+        return own + tuple(r for r in server_pip if dist_name(r) not in named)
+
+
+def dist_name(requirement: str) -> str:
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else requirement
 
 
 @dataclasses.dataclass(frozen=True)

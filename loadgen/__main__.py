@@ -1,0 +1,43 @@
+"""python -m loadgen run|search ...  (see `python -m loadgen run --help`)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from loadgen.app import RunError, execute
+from loadgen.cli import add_load_flags, scenario_from_args
+from loadgen.scenario import ScenarioError
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadgen", description="load generator for TF Serving")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="run a scenario: closed loop, open loop, or a step ramp")
+    add_load_flags(run)
+    search = sub.add_parser("search", help="find the maximum stable QPS under an SLA (bisection over rates)")
+    add_load_flags(search)
+    search.add_argument("--sla-p99", default="50ms", help="P99 bound of a stable rate (default 50ms)")
+    search.add_argument("--sla-error-ratio", type=float, default=0.01, help="error ratio bound (default 0.01)")
+    search.add_argument("--low", type=float, default=10.0, help="a rate known to pass")
+    search.add_argument("--high", type=float, default=5000.0, help="a rate above the maximum")
+    search.add_argument("--precision", type=float, default=0.05, help="stop when high/low - 1 is below this")
+    search.add_argument("--max-probes", type=int, default=10)
+    args = p.parse_args(argv)
+    try:
+        if args.quiet:
+            from loadgen import app
+            app._QUIET["value"] = True
+        s = scenario_from_args(args)
+        if args.cmd == "run":
+            return execute(s)
+        from loadgen.search import search_max_qps
+        return search_max_qps(s, args)
+    except (ScenarioError, RunError) as e:
+        print(f"loadgen: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

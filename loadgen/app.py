@@ -1,0 +1,119 @@
+"""One load run end to end: payloads, /metrics, the run (in-process or in workers), summary."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+import time
+
+from loadgen import payload as payload_mod
+from loadgen.exposition import LoadgenCollector, serve_metrics, stop_metrics
+from loadgen.record import Recorder
+from loadgen.runner import LiveState, Runner
+from loadgen.summary import merge_raw, print_table, summarize, write_json_atomic
+
+
+class RunError(RuntimeError):
+    """Something the user must fix before a run can start (exit 2)."""
+
+
+def check_writable(path: str) -> None:
+    """Fail before the run, not after it: the results directory must take a file."""
+    d = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(d, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=d, prefix=".probe-") as f:
+            f.write(b"x" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise RunError(f"cannot write results to {d}: {e.strerror}") from None
+
+
+def build_payloads(s) -> dict:
+    out = {}
+    for t in s.targets:
+        try:
+            out[t.name] = payload_mod.build(t, s.payload.batch_size, s.payload.seed, s.payload.file)
+        except payload_mod.TargetError as e:
+            raise RunError(str(e)) from None
+    return out
+
+
+def install_loop(s) -> None:
+    """uvloop where available; gRPC's asyncio integration wants the default loop."""
+    if any(t.protocol == "grpc" for t in s.targets):
+        return
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:
+        pass
+
+
+async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics: bool = True) -> tuple:
+    rec = Recorder()
+    live = LiveState(s.run_id, s.name, s.load.mode)
+    runner = Runner(s, payloads, rec, live, progress=progress, partial=partial)
+    handle = None
+    if metrics and s.metrics_port:
+        try:
+            handle = serve_metrics(LoadgenCollector(rec, live, lambda: runner.drivers.values()), s.metrics_port,
+                                   s.metrics_addr)
+        except OSError as e:
+            raise RunError(f"cannot serve /metrics on {s.metrics_addr}:{s.metrics_port}: {e.strerror}") from None
+    task = asyncio.ensure_future(runner.run())
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        raw = await task
+    except asyncio.CancelledError:  # stopped by a signal: keep what was measured
+        rec.flush()
+        raw = runner.raw_results(None, partial=True)
+    return raw, live, handle
+
+
+def execute(s) -> int:
+    """Run scenario s; returns the exit code (0 ok, 1 a threshold broken)."""
+    check_writable(s.out)
+    payloads = build_payloads(s)
+
+    def progress(line: str) -> None:
+        sys.stderr.write("\r" + line[:200].ljust(120))
+        sys.stderr.flush()
+
+    def partial(raw: dict) -> None:
+        write_json_atomic(s.out, summarize(raw, s))
+
+    if s.workers > 1:
+        from loadgen.workers import run_workers
+        raw = merge_raw(run_workers(s, payloads))
+        live = handle = None
+    else:
+        install_loop(s)
+        raw, live, handle = asyncio.run(run_in_process(s, payloads, progress=None if quiet(s) else progress,
+                                                       partial=partial))
+    if not quiet(s):
+        sys.stderr.write("\n")
+    summary = summarize(raw, s)
+    write_json_atomic(s.out, summary)
+    print_table(summary)
+    print(f"summary: {s.out}")
+    if live is not None:
+        live.valid = {t["name"]: int(t["valid"]) for t in summary["targets"]}
+        live.phase = "done"
+    if handle and s.linger > 0:
+        print(f"serving /metrics on {s.metrics_addr}:{s.metrics_port} for {s.linger:g}s more (final scrape)")
+        time.sleep(s.linger)
+    stop_metrics(handle)
+    return 0 if summary["thresholds_passed"] else 1
+
+
+_QUIET = {"value": False}
+
+
+def quiet(s) -> bool:
+    return _QUIET["value"] or not sys.stderr.isatty()

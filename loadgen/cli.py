@@ -1,0 +1,118 @@
+"""Command-line flags -> Scenario (flags override a scenario file's values)."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import secrets
+
+from loadgen.scenario import Load, Scenario, ScenarioError, Target, check, load_file, parse_duration, parse_target
+
+DEFAULT_METRICS_PORT = 9464
+
+
+def new_run_id() -> str:
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def add_load_flags(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument
+    a("--scenario", help="YAML scenario file (flags override its values)")
+    a("--target", action="append", default=[], help="[VERSION=]rest|grpc://HOST:PORT[/MODEL], repeatable")
+    a("--versions", help='versions from stack/versions.yaml, e.g. "2.9 2.21" (their local ports)')
+    a("--protocol", choices=["rest", "grpc", "both"], help="with --versions (default rest)")
+    a("--host", default="127.0.0.1", help="with --versions")
+    a("--model", help="model name (default my_model)")
+    a("--format", choices=["row", "columnar"])
+    a("--mode", choices=["closed", "constant", "poisson"], help="default: closed, or poisson when --rate is given")
+    a("--concurrency", type=int)
+    a("--rate", type=float, help="open loop: requests per second")
+    a("--steps", help='a ramp: "50 200 500 1000" (rates, or concurrencies in closed loop)')
+    a("--step-duration")
+    a("--duration")
+    a("--warmup")
+    a("--max-requests", type=int)
+    a("--min-requests", type=int)
+    a("--min-duration")
+    a("--timeout")
+    a("--max-connections", type=int)
+    a("--batch-size", type=int)
+    a("--payload-file")
+    a("--seed", type=int)
+    a("--max-p99", help="threshold, e.g. 50ms: exit 1 when broken")
+    a("--max-error-ratio", type=float, help="threshold, e.g. 0.01: exit 1 when broken")
+    a("--max-send-lag", help="open loop: send lag P99 bound for a valid result (default 5ms)")
+    a("--metrics-port", type=int, help=f"/metrics port (default {DEFAULT_METRICS_PORT}; 0: none)")
+    a("--metrics-addr", default=os.environ.get("BIND", "127.0.0.1"))
+    a("--linger", help="keep /metrics up this long after the run, for a last scrape")
+    a("--workers", type=int, help="processes, one event loop each; histograms merge exactly")
+    a("--run-id")
+    a("--out", help="summary JSON path (default results/<run-id>/loadgen.json)")
+    a("--quiet", action="store_true", help="no live progress line")
+
+
+def _ms(value, field) -> float:
+    return parse_duration(value, field) * 1000
+
+
+def scenario_from_args(args) -> Scenario:
+    s = load_file(args.scenario) if args.scenario else Scenario(targets=[], load=Load())
+    targets = [parse_target(t) for t in args.target]
+    if args.versions:
+        from stack.registry import RegistryError, load_registry
+
+        try:
+            versions = load_registry().select(args.versions)
+        except RegistryError as e:
+            raise ScenarioError(str(e)) from None
+        protocols = ["rest", "grpc"] if args.protocol == "both" else [args.protocol or "rest"]
+        targets += [Target(v.name, p, args.host, v.ports.rest if p == "rest" else v.ports.grpc)
+                    for v in versions for p in protocols]
+    if targets:
+        s.targets = targets
+    for t in s.targets:
+        if args.model:
+            t.model = args.model
+        if args.format:
+            t.format = args.format
+    ld = s.load
+    for flag, field in (("concurrency", "concurrency"), ("rate", "rate"), ("max_requests", "max_requests"),
+                        ("min_requests", "min_requests"), ("max_connections", "max_connections"), ("seed", "seed"),
+                        ("duration", "duration"), ("warmup", "warmup"), ("timeout", "timeout"),
+                        ("step_duration", "step_duration"), ("min_duration", "min_duration")):
+        value = getattr(args, flag)
+        if value is not None:
+            setattr(ld, field, value)
+    if args.steps:
+        try:
+            ld.steps = [float(x) for x in args.steps.replace(",", " ").split()]
+        except ValueError:
+            raise ScenarioError(f"--steps: expected numbers like \"50 200 500\", got {args.steps!r}") from None
+    if args.mode:
+        ld.mode = args.mode
+    elif (args.rate is not None) and ld.mode == "closed":
+        ld.mode = "poisson"
+    if ld.mode == "closed" and ld.steps:
+        ld.steps = [int(x) if float(x).is_integer() else x for x in ld.steps]
+    if args.batch_size is not None:
+        s.payload.batch_size = args.batch_size
+    if args.payload_file:
+        s.payload.file = args.payload_file
+    if args.max_p99:
+        s.thresholds.max_p99_ms = _ms(args.max_p99, "--max-p99")
+    if args.max_error_ratio is not None:
+        s.thresholds.max_error_ratio = args.max_error_ratio
+    if args.max_send_lag:
+        s.thresholds.max_send_lag_p99_ms = _ms(args.max_send_lag, "--max-send-lag")
+    if args.metrics_port is not None:
+        s.metrics_port = args.metrics_port
+    s.metrics_addr = args.metrics_addr
+    if args.linger:
+        s.linger = args.linger
+    if args.workers is not None:
+        s.workers = args.workers
+    s.run_id = args.run_id or s.run_id or new_run_id()
+    s.out = args.out or s.out or os.path.join("results", s.run_id, "loadgen.json")
+    if not args.scenario:
+        s.name = "cli"
+    return check(s)

@@ -1,0 +1,214 @@
+"""How load is applied to one target: closed loop or open loop, REST or gRPC.
+
+Closed loop keeps N requests in flight and measures each from its send.
+Open loop sends at the pre-computed intended times and measures from the
+intended time (coordinated-omission-correct, as wrk2 does): a stalled server
+shows up in every request scheduled during the stall, not just the one it
+held. The send lag (actual minus intended dispatch time) is recorded on its own.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+
+from loadgen import http_client
+from loadgen.record import Recorder
+
+
+class Phase:
+    """The series one phase of one target records into."""
+
+    def __init__(self, rec: Recorder, target, phase: str):
+        base = (target.version, target.protocol, phase)
+        self.ok = rec.get(base + ("ok",))
+        self.err = rec.get(base + ("error",))
+        self.lag = rec.get(base + ("lag",))
+        self.labels, self.rec = base, rec
+        self.sent = 0
+        self.sent_in_window = 0
+
+    def error(self, code: str, seconds: float) -> None:
+        self.err.record(seconds)
+        self.rec.error(self.labels, code)
+
+
+class RestDriver:
+    def __init__(self, target, payload: bytes, rec: Recorder, timeout: float, max_connections: int,
+                 check_body: bool = True):
+        self.t, self.rec, self.timeout = target, rec, timeout
+        self.request = http_client.build_request(target.host, target.port, self._path(), payload)
+        self.max_connections, self.check_body = max_connections, check_body
+        self.idle = collections.deque()
+        self.nconns = 0
+        self.in_flight = 0
+        self.reconnects = 0
+        self.busy = {}  # connection -> (start time, phase, on_finish)
+
+    def _path(self) -> str:
+        t = self.t
+        return f"/v1/models/{t.model}" + (f"/versions/{t.model_version}" if t.model_version else "") + ":predict"
+
+    async def _connect(self):
+        self.nconns += 1
+        try:
+            return await asyncio.wait_for(http_client.connect(self.t.host, self.t.port, self.check_body), self.timeout)
+        except BaseException:
+            self.nconns -= 1
+            raise
+
+    def _send(self, conn, start: float, phase: Phase, on_finish) -> None:
+        self.in_flight += 1
+        phase.sent += 1
+        self.busy[conn] = (start, phase, on_finish)
+        conn.send(self.request, lambda status, err: self._done(conn, status, err))
+
+    def _done(self, conn, status: int, err: str) -> None:
+        start, phase, on_finish = self.busy.pop(conn)
+        self.in_flight -= 1
+        elapsed = time.perf_counter() - start
+        if not err:
+            phase.ok.record(elapsed)
+        else:
+            phase.error(str(status) if err == "http" else err, elapsed)
+        if conn.closed:
+            self.nconns -= 1
+            self.reconnects += 1
+            conn = None
+        on_finish(conn)
+
+    def sweep(self, now: float) -> None:
+        """Abort requests older than the timeout (checked every 100 ms: no timer per request)."""
+        for conn, (start, phase, on_finish) in list(self.busy.items()):
+            if now - start > self.timeout and conn in self.busy:
+                del self.busy[conn]
+                self.in_flight -= 1
+                self.nconns -= 1
+                conn.abort()
+                phase.error("timeout", now - start)
+                on_finish(None)
+
+    # ---- closed loop ---------------------------------------------------------------
+    async def closed(self, phase: Phase, concurrency: int, deadline: float, max_requests: int) -> None:
+        done = asyncio.get_running_loop().create_future()
+        state = {"active": concurrency, "budget": max_requests or -1}
+
+        def next_request(conn):
+            if time.perf_counter() >= deadline or state["budget"] == 0:
+                if conn is not None:
+                    self.idle.append(conn)
+                state["active"] -= 1
+                if state["active"] == 0 and not done.done():
+                    done.set_result(None)
+            elif conn is None:
+                asyncio.ensure_future(reconnect())
+            else:
+                state["budget"] -= 1
+                self._send(conn, time.perf_counter(), phase, next_request)
+
+        async def reconnect():
+            while time.perf_counter() < deadline:
+                try:
+                    conn = await self._connect()
+                except Exception as e:  # refused/reset/timeout: count it, back off, try again
+                    phase.error(http_client.classify_os_error(e), 0.0)
+                    await asyncio.sleep(0.1)
+                    continue
+                return next_request(conn)
+            next_request(None)
+
+        for _ in range(concurrency):
+            next_request(self.idle.popleft() if self.idle else None)
+        await done
+
+    # ---- open loop -----------------------------------------------------------------
+    def open_dispatch(self, phase: Phase, intended: float, pending: collections.deque) -> None:
+        conn = self.idle.pop() if self.idle else None
+        if conn is not None:
+            self._send(conn, intended, phase, lambda c: self._open_next(c, pending))
+            return
+        pending.append((intended, phase))
+        if self.nconns < self.max_connections:
+            asyncio.ensure_future(self._open_connect(pending))
+
+    def _open_next(self, conn, pending) -> None:
+        if conn is None:
+            if pending and self.nconns < self.max_connections:
+                asyncio.ensure_future(self._open_connect(pending))
+            return
+        if pending:
+            intended, phase = pending.popleft()
+            self._send(conn, intended, phase, lambda c: self._open_next(c, pending))
+        else:
+            self.idle.append(conn)
+
+    async def _open_connect(self, pending) -> None:
+        try:
+            conn = await self._connect()
+        except Exception as e:
+            if pending:  # the request that asked for this connection fails with the connect error
+                intended, phase = pending.popleft()
+                phase.error(http_client.classify_os_error(e), time.perf_counter() - intended)
+            return
+        self._open_next(conn, pending)
+
+    def close(self) -> None:
+        for conn in self.idle:
+            conn.abort()
+        self.idle.clear()
+
+
+class GrpcDriver:
+    """gRPC Predict with raw bytes (no per-request proto work on the client)."""
+
+    def __init__(self, target, payload: bytes, rec: Recorder, timeout: float, channels: int = 4):
+        import grpc
+
+        self.grpc = grpc
+        self.t, self.payload, self.rec, self.timeout = target, payload, rec, timeout
+        self.channels = [grpc.aio.insecure_channel(f"{target.host}:{target.port}",
+                                                   options=[("grpc.use_local_subchannel_pool", 1)])
+                         for _ in range(channels)]
+        self.calls = [ch.unary_unary("/tensorflow.serving.PredictionService/Predict") for ch in self.channels]
+        self.in_flight = 0
+        self.reconnects = 0
+        self._i = 0
+
+    async def one(self, phase: Phase, start: float) -> None:
+        self._i += 1
+        call = self.calls[self._i % len(self.calls)]
+        self.in_flight += 1
+        phase.sent += 1
+        try:
+            await call(self.payload, timeout=self.timeout)
+            phase.ok.record(time.perf_counter() - start)
+        except self.grpc.aio.AioRpcError as e:
+            code = e.code()
+            if code == self.grpc.StatusCode.DEADLINE_EXCEEDED:
+                name = "timeout"
+            elif code == self.grpc.StatusCode.UNAVAILABLE and "onnect" in (e.details() or ""):
+                name = "connection_refused"
+            else:
+                name = code.name
+            phase.error(name, time.perf_counter() - start)
+        finally:
+            self.in_flight -= 1
+
+    async def closed(self, phase: Phase, concurrency: int, deadline: float, max_requests: int) -> None:
+        budget = [max_requests or -1]
+
+        async def user():
+            while time.perf_counter() < deadline and budget[0] != 0:
+                budget[0] -= 1
+                await self.one(phase, time.perf_counter())
+        await asyncio.gather(*(user() for _ in range(concurrency)))
+
+    def open_dispatch(self, phase: Phase, intended: float, pending) -> None:
+        asyncio.ensure_future(self.one(phase, intended))
+
+    def sweep(self, now: float) -> None:
+        pass  # gRPC deadlines are per call
+
+    def close(self) -> None:
+        for ch in self.channels:
+            asyncio.ensure_future(ch.close())

@@ -1,0 +1,158 @@
+"""Request payloads, built once from the model's own metadata and pre-serialized.
+
+The signature (input names, dtypes, shapes) comes from GET .../metadata or
+GetModelMetadata; -1 dimensions are filled with the batch size; values are
+random with a seed, or read from a .npy / .json file. The hot path then only
+sends these bytes.
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+import orjson
+
+from loadgen.scenario import ScenarioError, Target
+
+DTYPES = {"DT_FLOAT": np.float32, "DT_DOUBLE": np.float64, "DT_HALF": np.float16, "DT_INT8": np.int8,
+          "DT_INT16": np.int16, "DT_INT32": np.int32, "DT_INT64": np.int64, "DT_UINT8": np.uint8,
+          "DT_UINT16": np.uint16, "DT_UINT32": np.uint32, "DT_UINT64": np.uint64, "DT_BOOL": np.bool_,
+          "DT_STRING": object}
+
+
+class TargetError(RuntimeError):
+    """A target that cannot be driven: unreachable, unknown model, missing signature."""
+
+
+def _model_path(t: Target) -> str:
+    return f"/v1/models/{t.model}" + (f"/versions/{t.model_version}" if t.model_version else "")
+
+
+def fetch_signature(t: Target, timeout: float = 10.0) -> dict:
+    """{input name: (dtype name, [dims])} of the target's signature."""
+    if t.protocol == "rest":
+        url = f"http://{t.host}:{t.port}{_model_path(t)}/metadata"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as r:
+                meta = json.load(r)
+        except urllib.error.HTTPError as e:
+            raise TargetError(f"{t.name}: {url} answered {e.code}: {e.read()[:200].decode(errors='replace')}") from None
+        except (OSError, ValueError) as e:
+            raise TargetError(f"{t.name}: cannot reach {url}: {getattr(e, 'reason', e)}") from None
+        sigs = meta.get("metadata", {}).get("signature_def", {}).get("signature_def", {})
+        if t.signature not in sigs:
+            raise TargetError(f"{t.name}: model {t.model!r} has no signature {t.signature!r} "
+                              f"(it has: {', '.join(sorted(s for s in sigs if not s.startswith('__')))})")
+        return {k: (v.get("dtype", "DT_INVALID"), [int(d.get("size", -1)) for d in v.get("tensor_shape", {}).get("dim", [])])
+                for k, v in sigs[t.signature].get("inputs", {}).items()}
+    return _fetch_signature_grpc(t, timeout)
+
+
+def _fetch_signature_grpc(t: Target, timeout: float) -> dict:
+    import grpc
+    from tensorflow.core.framework import types_pb2
+    from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
+
+    req = get_model_metadata_pb2.GetModelMetadataRequest()
+    req.model_spec.name = t.model
+    if t.model_version:
+        req.model_spec.version.value = t.model_version
+    req.metadata_field.append("signature_def")
+    with grpc.insecure_channel(f"{t.host}:{t.port}") as ch:
+        try:
+            resp = prediction_service_pb2_grpc.PredictionServiceStub(ch).GetModelMetadata(req, timeout=timeout)
+        except grpc.RpcError as e:
+            raise TargetError(f"{t.name}: GetModelMetadata at {t.host}:{t.port}: {e.code().name}: {e.details()}") from None
+    sdm = get_model_metadata_pb2.SignatureDefMap()
+    resp.metadata["signature_def"].Unpack(sdm)
+    if t.signature not in sdm.signature_def:
+        raise TargetError(f"{t.name}: model {t.model!r} has no signature {t.signature!r}")
+    return {k: (types_pb2.DataType.Name(v.dtype), [d.size for d in v.tensor_shape.dim])
+            for k, v in sdm.signature_def[t.signature].inputs.items()}
+
+
+def make_inputs(signature: dict, batch_size: int, seed: int, file: str = "") -> dict:
+    """{input name: ndarray} with -1 dims filled by batch_size; from `file` when given."""
+    if file:
+        return _inputs_from_file(file, signature)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name, (dtype, dims) in signature.items():
+        if dtype not in DTYPES:
+            raise TargetError(f"input {name!r} has dtype {dtype}, which the load generator cannot generate")
+        shape = [batch_size if d < 0 else d for d in dims]
+        np_dtype = DTYPES[dtype]
+        if np_dtype is object:
+            out[name] = np.array([b"example"] * int(np.prod(shape)), dtype=object).reshape(shape)
+        elif np.issubdtype(np_dtype, np.bool_):
+            out[name] = rng.random(shape) < 0.5
+        elif np.issubdtype(np_dtype, np.integer):
+            out[name] = rng.integers(0, 100, size=shape).astype(np_dtype)
+        else:
+            out[name] = rng.random(shape).astype(np_dtype)
+    return out
+
+
+def _inputs_from_file(path: str, signature: dict) -> dict:
+    try:
+        if path.endswith(".npy"):
+            arr = np.load(path, allow_pickle=False)
+            data = {next(iter(signature)): arr} if len(signature) == 1 else None
+            if data is None:
+                raise ScenarioError(f"{path}: a .npy file feeds a single-input signature only")
+            return data
+        with open(path, "rb") as f:
+            raw = orjson.loads(f.read())
+    except (OSError, ValueError) as e:
+        raise ScenarioError(f"cannot read payload file {path}: {e}") from None
+    if isinstance(raw, dict) and "instances" in raw:
+        raw = raw["instances"]
+    elif isinstance(raw, dict) and "inputs" in raw:
+        raw = raw["inputs"]
+    if isinstance(raw, dict):
+        return {k: np.asarray(v, dtype=DTYPES.get(signature.get(k, ("DT_FLOAT",))[0], np.float32)) for k, v in raw.items()}
+    name = next(iter(signature))
+    return {name: np.asarray(raw, dtype=DTYPES.get(signature[name][0], np.float32))}
+
+
+def _json_value(arr: np.ndarray):
+    if arr.dtype == object:
+        return [v.decode() if isinstance(v, bytes) else v for v in arr.ravel()] if arr.ndim == 1 \
+            else [_json_value(a) for a in arr]
+    return arr.tolist()
+
+
+def rest_body(inputs: dict, fmt: str, signature_name: str) -> bytes:
+    body = {"signature_name": signature_name} if signature_name != "serving_default" else {}
+    if fmt == "columnar":
+        names = list(inputs)
+        body["inputs"] = _json_value(inputs[names[0]]) if len(names) == 1 else {k: _json_value(v) for k, v in inputs.items()}
+    elif len(inputs) == 1:
+        body["instances"] = _json_value(next(iter(inputs.values())))
+    else:
+        rows = len(next(iter(inputs.values())))
+        body["instances"] = [{k: _json_value(v[i]) if v.ndim > 1 else v[i].item() for k, v in inputs.items()}
+                             for i in range(rows)]
+    return orjson.dumps(body)
+
+
+def grpc_body(inputs: dict, t: Target) -> bytes:
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+
+    req = predict_pb2.PredictRequest()
+    req.model_spec.name = t.model
+    req.model_spec.signature_name = t.signature
+    if t.model_version:
+        req.model_spec.version.value = t.model_version
+    for k, v in inputs.items():
+        req.inputs[k].CopyFrom(tf.make_tensor_proto(v))
+    return req.SerializeToString()
+
+
+def build(t: Target, batch_size: int, seed: int, file: str = "") -> bytes:
+    """The pre-serialized request body for target t (REST JSON or PredictRequest bytes)."""
+    inputs = make_inputs(fetch_signature(t), batch_size, seed, file)
+    return rest_body(inputs, t.format, t.signature) if t.protocol == "rest" else grpc_body(inputs, t)

@@ -1,0 +1,176 @@
+"""Run a scenario's phases against every target at once, and return raw results.
+
+Raw results hold exact HDR histograms (encoded) and counts per target and phase,
+so results of several worker processes merge exactly (summary.merge_raw).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+
+from loadgen import schedule
+from loadgen.drivers import GrpcDriver, Phase, RestDriver
+from loadgen.record import Recorder, encode_hdr, quantiles_ms
+
+
+class LiveState:
+    """What the Prometheus collector and the progress line read while a run goes on."""
+
+    def __init__(self, run_id: str, scenario: str, mode: str):
+        self.run_id, self.scenario, self.mode = run_id, scenario, mode
+        self.phase = "starting"
+        self.phase_marks = []        # [phase, start unix time, end unix time or None]
+        self.offered = {}            # target name -> offered rate (open loop)
+        self.achieved = {}           # target name -> completions/s over the last second
+        self.loop_lag_s = 0.0
+        self.valid = {}              # target name -> 1/0 once the run has ended
+
+
+class Runner:
+    def __init__(self, scenario, payloads: dict, rec: Recorder | None = None, live: LiveState | None = None,
+                 progress=None, partial=None):
+        self.s, self.rec = scenario, rec or Recorder()
+        self.live = live or LiveState(scenario.run_id, scenario.name, scenario.load.mode)
+        self.progress, self.partial = progress, partial
+        self.drivers = {}
+        for t in scenario.targets:
+            if t.protocol == "rest":
+                self.drivers[t.name] = RestDriver(t, payloads[t.name], self.rec, scenario.load.timeout,
+                                                  scenario.load.max_connections)
+            else:
+                self.drivers[t.name] = GrpcDriver(t, payloads[t.name], self.rec, scenario.load.timeout)
+        self.raw = {t.name: {"target": t, "phases": collections.OrderedDict()} for t in scenario.targets}
+        self.phases = {}
+        self.current = None
+
+    async def run(self) -> dict:
+        background = [asyncio.ensure_future(f()) for f in (self._sweeper, self._ticker, self._reporter)]
+        started = time.time()
+        try:
+            for i, (name, seconds, level) in enumerate(self.s.phases()):
+                await self._phase(i, name, seconds, level)
+            await self._drain(self.s.load.timeout + 1)
+        finally:
+            for task in background:
+                task.cancel()
+            for d in self.drivers.values():
+                d.close()
+        self.rec.flush()
+        return self.raw_results(started, partial=False)
+
+    async def _phase(self, index: int, name: str, seconds: float, level) -> None:
+        live = self.live
+        live.phase = name
+        live.phase_marks.append([name, time.time(), None])
+        phases = {t.name: Phase(self.rec, t, name) for t in self.s.targets}
+        self.phases[name] = phases
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        self.current = (name, t0, cpu0, level)
+        deadline = t0 + seconds
+        if self.s.load.mode == "closed":
+            live.offered = {}
+            await asyncio.gather(*(d.closed(phases[n], int(level), deadline, self.s.load.max_requests)
+                                   for n, d in self.drivers.items()))
+        else:
+            live.offered = {n: float(level) for n in self.drivers}
+            offsets = schedule.arrivals(self.s.load.mode, float(level), seconds, self.s.load.seed + index)
+            await asyncio.gather(*(self._open(d, phases[n], offsets, t0) for n, d in self.drivers.items()))
+        elapsed = time.perf_counter() - t0
+        cpu = (time.process_time() - cpu0) / max(elapsed, 1e-9)
+        live.phase_marks[-1][2] = time.time()
+        for n, p in phases.items():
+            p.sent_in_window = p.sent
+            self.raw[n]["phases"][name] = {"seconds": elapsed, "level": level, "cpu_ratio": cpu}
+
+    async def _open(self, driver, phase: Phase, offsets, t0: float) -> None:
+        pending = collections.deque()
+        lag = phase.lag
+        i, n = 0, len(offsets)
+        while i < n:
+            now = time.perf_counter()
+            due = now - t0
+            while i < n and offsets[i] <= due:
+                intended = t0 + offsets[i]
+                lag.record(now - intended)
+                driver.open_dispatch(phase, intended, pending)
+                i += 1
+            if i < n:
+                wait = offsets[i] - (time.perf_counter() - t0)
+                # The loop's timers have ~1 ms resolution: sleep most of the gap, then yield.
+                await asyncio.sleep(wait - 0.0015 if wait > 0.002 else 0)
+        end = t0 + (offsets[-1] if n else 0)
+        while time.perf_counter() < end:
+            await asyncio.sleep(0.001)
+
+    async def _drain(self, timeout: float) -> None:
+        deadline = time.perf_counter() + timeout
+        while any(d.in_flight for d in self.drivers.values()) and time.perf_counter() < deadline:
+            await asyncio.sleep(0.01)
+
+    async def _sweeper(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            now = time.perf_counter()
+            for d in self.drivers.values():
+                d.sweep(now)
+
+    async def _ticker(self) -> None:
+        """Event-loop lag (how late a 100 ms timer fires) and a flush so scrapes stay fresh."""
+        flush_every, last_flush = 0.5, time.perf_counter()
+        while True:
+            t = time.perf_counter()
+            await asyncio.sleep(0.1)
+            self.live.loop_lag_s = max(0.0, time.perf_counter() - t - 0.1)
+            if time.perf_counter() - last_flush >= flush_every:
+                self.rec.flush()
+                last_flush = time.perf_counter()
+
+    async def _reporter(self) -> None:
+        last = {n: 0 for n in self.drivers}
+        tick, partial_every = 0, 5
+        while True:
+            await asyncio.sleep(1.0)
+            tick += 1
+            phases = self.phases.get(self.live.phase, {})
+            line = []
+            for n, p in phases.items():
+                done = p.ok.count + len(p.ok.buf) + p.err.count + len(p.err.buf)
+                prev = last.get(n, 0)
+                rate = max(0, done - prev)
+                last[n] = done
+                self.live.achieved[n] = rate
+                p.ok.flush()
+                q = quantiles_ms(p.ok.hdr)
+                errs = p.err.count
+                line.append(f"{n}: {rate}/s p99 {q.get('p99', 0):.2f}ms err {errs}")
+            if self.progress:
+                self.progress(f"[{self.live.phase}] " + " | ".join(line))
+            if self.partial and tick % partial_every == 0:
+                self.rec.flush()
+                self.partial(self.raw_results(None, partial=True))
+
+    def raw_results(self, started, partial: bool) -> dict:
+        out = {"run_id": self.s.run_id, "partial": partial, "started": started, "targets": {},
+               "phase_marks": [list(m) for m in self.live.phase_marks]}
+        for n, r in self.raw.items():
+            t = r["target"]
+            phases = {}
+            for name in list(self.phases):
+                info = r["phases"].get(name)
+                if info is None:  # the phase in progress (partial results only)
+                    if not partial or self.current is None or self.current[0] != name:
+                        continue
+                    _, t0, cpu0, level = self.current
+                    secs = time.perf_counter() - t0
+                    info = {"seconds": secs, "level": level, "cpu_ratio": (time.process_time() - cpu0) / max(secs, 1e-9)}
+                p = self.phases[name][n]
+                if partial:
+                    p.sent_in_window = p.sent
+                errors = {k[-1]: v for k, v in self.rec.errors.items() if k[:3] == (t.version, t.protocol, name)}
+                phases[name] = {**info, "ok_hdr": encode_hdr(p.ok.hdr), "lag_hdr": encode_hdr(p.lag.hdr),
+                                "errors": errors, "sent": p.sent_in_window}
+            reconnects = getattr(self.drivers[n], "reconnects", 0)
+            out["targets"][n] = {"version": t.version, "protocol": t.protocol, "address": f"{t.host}:{t.port}",
+                                 "model": t.model, "phases": phases, "reconnects": reconnects}
+        return out

@@ -1,0 +1,138 @@
+"""From raw results to the summary: statistics, validity, thresholds, JSON and a table.
+
+Computed once, at the end (or for a periodic partial summary), never per request.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+from loadgen.record import decode_hdr, encode_hdr, quantiles_ms
+
+CONNECTION_ERRORS = ("connection_refused", "connection_reset")
+
+
+def merge_raw(raws: list) -> dict:
+    """Merge the raw results of several workers exactly (HDR histograms add, counts sum)."""
+    out = json.loads(json.dumps(raws[0]))
+    for other in raws[1:]:
+        out["partial"] = out["partial"] or other["partial"]
+        for name, t in other["targets"].items():
+            mine = out["targets"].setdefault(name, json.loads(json.dumps(t)))
+            if mine is t:
+                continue
+            mine["reconnects"] += t["reconnects"]
+            for ph, info in t["phases"].items():
+                m = mine["phases"].get(ph)
+                if m is None:
+                    mine["phases"][ph] = info
+                    continue
+                for key in ("ok_hdr", "lag_hdr"):
+                    h = decode_hdr(m[key])
+                    h.add(decode_hdr(info[key]))
+                    m[key] = encode_hdr(h)
+                m["sent"] += info["sent"]
+                m["level"] = m["level"] + info["level"]  # workers split the load
+                m["seconds"] = max(m["seconds"], info["seconds"])
+                m["cpu_ratio"] = max(m["cpu_ratio"], info["cpu_ratio"])
+                for code, n in info["errors"].items():
+                    m["errors"][code] = m["errors"].get(code, 0) + n
+    return out
+
+
+
+
+def phase_stats(info: dict, mode: str, s) -> dict:
+    ok = decode_hdr(info["ok_hdr"])
+    errors = sum(info["errors"].values())
+    completed = ok.total_count + errors
+    secs = info["seconds"]
+    st = {"seconds": round(secs, 3), "sent": info["sent"], "completed": completed, "ok": ok.total_count,
+          "errors": dict(sorted(info["errors"].items())), "error_ratio": errors / completed if completed else 0.0,
+          "achieved_qps": ok.total_count / secs if secs else 0.0, "throughput_qps": completed / secs if secs else 0.0,
+          "latency_ms": quantiles_ms(ok), "cpu_ratio": round(info["cpu_ratio"], 3)}
+    reasons = []
+    if mode == "closed":
+        st["concurrency"] = info["level"]
+    else:
+        st["offered_rate"] = info["level"]
+        st["sent_rate"] = info["sent"] / secs if secs else 0.0
+        lag = quantiles_ms(decode_hdr(info["lag_hdr"]))
+        st["send_lag_ms"] = {k: lag[k] for k in ("p50", "p99", "max")} if lag["count"] else {}
+        if st["sent_rate"] < 0.99 * info["level"]:
+            reasons.append(f"sent {st['sent_rate']:.1f}/s, below the offered {info['level']:g}/s by more than 1%")
+        if lag["count"] and lag["p99"] > s.thresholds.max_send_lag_p99_ms:
+            reasons.append(f"send lag P99 {lag['p99']:.2f} ms above {s.thresholds.max_send_lag_p99_ms:g} ms")
+    if completed < s.load.min_requests:
+        reasons.append(f"too few requests ({completed} < {s.load.min_requests})")
+    if secs < s.load.min_duration:
+        reasons.append(f"too short ({secs:.1f}s < {s.load.min_duration:g}s)")
+    if info["cpu_ratio"] > 0.95:
+        reasons.append(f"load generator CPU saturated ({info['cpu_ratio']:.0%} of a core): add --workers")
+    conn = sum(n for c, n in info["errors"].items() if c in CONNECTION_ERRORS)
+    if conn:
+        reasons.append(f"server unreachable during the run ({conn} connection errors)")
+    st["valid"], st["invalid_reasons"] = not reasons, reasons
+    return st
+
+
+def summarize(raw: dict, s) -> dict:
+    """The run's summary: config, per target and measured phase the statistics, validity, thresholds."""
+    import dataclasses
+
+    targets, violations = [], []
+    for name, t in raw["targets"].items():
+        phases = {ph: phase_stats(info, s.load.mode, s) for ph, info in t["phases"].items()}
+        measured = {ph: st for ph, st in phases.items() if ph != "warmup"}
+        for ph, st in measured.items():
+            p99 = st["latency_ms"].get("p99")
+            if s.thresholds.max_p99_ms and (p99 is None or p99 > s.thresholds.max_p99_ms):
+                violations.append(f"{name} {ph}: P99 {p99 if p99 is not None else 'n/a'} ms > {s.thresholds.max_p99_ms:g} ms")
+            if s.thresholds.max_error_ratio >= 0 and st["error_ratio"] > s.thresholds.max_error_ratio:
+                violations.append(f"{name} {ph}: error ratio {st['error_ratio']:.4f} > {s.thresholds.max_error_ratio:g}")
+        targets.append({"name": name, **{k: t[k] for k in ("version", "protocol", "address", "model", "reconnects")},
+                        "phases": phases, "valid": bool(measured) and all(st["valid"] for st in measured.values())})
+    config = dataclasses.asdict(s)
+    return {"run_id": raw["run_id"], "scenario": s.name, "mode": s.load.mode, "partial": raw["partial"],
+            "started": raw.get("started"), "phase_marks": raw.get("phase_marks", []), "config": config,
+            "targets": targets, "thresholds_passed": not violations, "violations": violations,
+            "raw": raw}
+
+
+def write_json_atomic(path: str, data: dict) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def print_table(summary: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(width=max(160, Console().width))
+    table = Table(title=f"loadgen run {summary['run_id']} ({summary['mode']} loop)")
+    for col in ("target", "phase", "level", "ok", "errors", "qps", "avg ms", "p50 ms", "p90 ms", "p99 ms",
+                "p99.9 ms", "max ms", "valid"):
+        table.add_column(col, justify="right" if col not in ("target", "phase", "valid") else "left")
+    for t in summary["targets"]:
+        for ph, st in t["phases"].items():
+            lat = st["latency_ms"]
+            level = st.get("concurrency", st.get("offered_rate"))
+            f = (lambda k: f"{lat[k]:.2f}" if k in lat else "-")
+            table.add_row(t["name"], ph, f"{level:g}", str(st["ok"]), str(sum(st["errors"].values())),
+                          f"{st['achieved_qps']:.1f}", f("avg"), f("p50"), f("p90"), f("p99"), f("p999"), f("max"),
+                          "-" if ph == "warmup" else ("yes" if st["valid"] else "NO: " + "; ".join(st["invalid_reasons"])))
+    console.print(table)
+    for v in summary["violations"]:
+        console.print(f"[red]threshold broken:[/red] {v}")
