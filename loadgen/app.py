@@ -76,6 +76,20 @@ async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics
     return raw, live, handle
 
 
+def measure(s, payloads: dict) -> dict:
+    """Run s in-process (or in its workers) and return the summary, quietly."""
+    if s.workers > 1:
+        from loadgen.workers import run_workers
+        return summarize(merge_raw(run_workers(s, payloads)), s)
+    install_loop(s)
+
+    async def go():
+        raw, _, handle = await run_in_process(s, payloads)
+        stop_metrics(handle)
+        return raw
+    return summarize(asyncio.run(go()), s)
+
+
 def execute(s) -> int:
     """Run scenario s; returns the exit code (0 ok, 1 a threshold broken)."""
     check_writable(s.out)

@@ -43,6 +43,7 @@ class Runner:
         self.raw = {t.name: {"target": t, "phases": collections.OrderedDict()} for t in scenario.targets}
         self.phases = {}
         self.current = None
+        self.scheduled = {}
 
     async def run(self) -> dict:
         background = [asyncio.ensure_future(f()) for f in (self._sweeper, self._ticker, self._reporter)]
@@ -75,13 +76,15 @@ class Runner:
         else:
             live.offered = {n: float(level) for n in self.drivers}
             offsets = schedule.arrivals(self.s.load.mode, float(level), seconds, self.s.load.seed + index)
+            self.scheduled[name] = len(offsets)
             await asyncio.gather(*(self._open(d, phases[n], offsets, t0) for n, d in self.drivers.items()))
         elapsed = time.perf_counter() - t0
         cpu = (time.process_time() - cpu0) / max(elapsed, 1e-9)
         live.phase_marks[-1][2] = time.time()
         for n, p in phases.items():
             p.sent_in_window = p.sent
-            self.raw[n]["phases"][name] = {"seconds": elapsed, "level": level, "cpu_ratio": cpu}
+            self.raw[n]["phases"][name] = {"seconds": elapsed, "level": level, "cpu_ratio": cpu,
+                                           "scheduled": self.scheduled.get(name, 0)}
 
     async def _open(self, driver, phase: Phase, offsets, t0: float) -> None:
         pending = collections.deque()
