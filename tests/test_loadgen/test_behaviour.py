@@ -1,0 +1,111 @@
+"""The load generator against servers whose behaviour the test controls exactly."""
+import asyncio
+import json
+import socket
+import time
+
+import pytest
+from fake_serving import Behaviour, FakeServing
+from tests.test_loadgen.helpers import loadgen_summary, run_loadgen, steady
+
+from loadgen.drivers import Phase, RestDriver
+from loadgen.record import Recorder
+from loadgen.scenario import Target
+
+pytestmark = pytest.mark.integration
+
+
+def test_stall_shows_in_open_loop_and_hides_in_closed_loop(tmp_path):
+    """A 1 s stall: the open loop (latency from the intended send time) shows it in P99 and
+    max; the closed loop only delays the few requests in flight, as wrk2 documents."""
+    results = {}
+    for mode, load in (("open", ["--rate", "200", "--mode", "constant"]), ("closed", ["--concurrency", "2"])):
+        with FakeServing(Behaviour(stall_after_s=1.5, stall_for_s=1.0)) as srv:
+            proc, summary = loadgen_summary(tmp_path / mode, [
+                "run", "--target", f"2.9=rest://127.0.0.1:{srv.port}", *load, "--duration", "5s", "--warmup", "0",
+                "--metrics-port", "0"])
+        assert proc.returncode == 0, proc.stderr
+        results[mode] = steady(summary)
+    open_lat, closed_lat = results["open"]["latency_ms"], results["closed"]["latency_ms"]
+    assert open_lat["max"] >= 900 and closed_lat["max"] >= 900      # both saw the stall...
+    assert open_lat["p99"] >= 500                                     # ...the open loop in every request it delayed
+    assert closed_lat["p99"] < 100                                    # ...the closed loop in only a handful
+    assert open_lat["p90"] > closed_lat["p90"]
+
+
+@pytest.mark.parametrize("behaviour,code", [
+    (Behaviour(status=503), "503"),
+    (Behaviour(status=404), "404"),
+    (Behaviour(body=b"<html>not json</html>"), "invalid_response"),
+    (Behaviour(hang=True), "timeout"),
+    (Behaviour(reset=True), "connection_reset"),
+], ids=["http-503", "http-404", "invalid-response", "timeout", "connection-reset"])
+def test_errors_are_classified_and_counted_never_crash(tmp_path, behaviour, code):
+    with FakeServing(behaviour) as srv:
+        proc, summary = loadgen_summary(tmp_path, [
+            "run", "--target", f"2.9=rest://127.0.0.1:{srv.port}", "--concurrency", "2", "--duration", "1.5s",
+            "--warmup", "0", "--timeout", "0.3s", "--metrics-port", "0", "--min-requests", "1"])
+    assert proc.returncode == 0, proc.stderr
+    st = steady(summary)
+    assert st["ok"] == 0
+    assert set(st["errors"]) == {code} and st["errors"][code] >= 2
+    assert st["error_ratio"] == 1.0
+
+
+def test_connection_refused_is_classified():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connections are refused
+
+        async def go():
+            rec = Recorder()
+            t = Target("2.9", "rest", "127.0.0.1", port)
+            d = RestDriver(t, b"{}", rec, timeout=1.0, max_connections=4)
+            p = Phase(rec, t, "steady")
+            await d.closed(p, 2, time.perf_counter() + 0.35, 0)
+            return rec
+        rec = asyncio.run(go())
+    assert rec.errors.get(("2.9", "rest", "steady", "connection_refused"), 0) >= 2
+
+
+def test_thresholds_decide_the_exit_code(tmp_path):
+    with FakeServing(Behaviour(delay=lambda: 0.02)) as srv:
+        target = ["--target", f"2.9=rest://127.0.0.1:{srv.port}", "--concurrency", "4", "--duration", "1s",
+                  "--warmup", "0", "--metrics-port", "0"]
+        broken, summary = loadgen_summary(tmp_path / "a", ["run", *target, "--max-p99", "5ms"])
+        kept, _ = loadgen_summary(tmp_path / "b", ["run", *target, "--max-p99", "2s", "--max-error-ratio", "0.01"])
+    assert broken.returncode == 1 and "threshold broken" in broken.stdout
+    assert summary["thresholds_passed"] is False and "P99" in summary["violations"][0]
+    assert kept.returncode == 0
+
+
+def test_unreachable_target_is_one_line_exit_2(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        proc = run_loadgen(["run", "--target", f"rest://127.0.0.1:{port}", "--duration", "1s",
+                            "--out", str(tmp_path / "x.json")])
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "cannot reach" in proc.stderr
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_summary_json_has_config_stats_and_validity(tmp_path):
+    with FakeServing(Behaviour(delay=lambda: 0.002)) as srv:
+        proc, summary = loadgen_summary(tmp_path, [
+            "run", "--target", f"2.9=rest://127.0.0.1:{srv.port}", "--rate", "100", "--duration", "3s",
+            "--warmup", "0.5s", "--metrics-port", "0"])
+        served = srv.requests
+    assert proc.returncode == 0, proc.stderr
+    st = steady(summary)
+    assert summary["config"]["load"]["rate"] == 100 and summary["mode"] == "poisson"
+    assert set(summary["targets"][0]["phases"]) == {"warmup", "steady"}
+    assert st["valid"], st["invalid_reasons"]
+    assert st["ok"] == st["completed"] == st["sent"] > 200
+    assert st["achieved_qps"] == pytest.approx(st["ok"] / st["seconds"], rel=1e-3)
+    assert 2 <= st["latency_ms"]["p50"] < 50
+    assert set(st["latency_ms"]) >= {"avg", "p50", "p90", "p99", "p999", "max"}
+    assert st["send_lag_ms"]["p99"] < 5
+    total = sum(p["completed"] for p in summary["targets"][0]["phases"].values())
+    assert total == served  # every request the server saw was counted once
+    json.dumps(summary)
