@@ -9,9 +9,15 @@ from loadgen.cli import add_load_flags, scenario_from_args
 from loadgen.scenario import ScenarioError
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not the whole usage text
+        sys.stderr.write(f"loadgen: error: {message} (see --help)\n")
+        sys.exit(2)
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m loadgen", description="load generator for TF Serving")
-    sub = p.add_subparsers(dest="cmd", required=True)
+    p = _Parser(prog="python -m loadgen", description="load generator for TF Serving")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a scenario: closed loop, open loop, or a step ramp")
     add_load_flags(run)
     search = sub.add_parser("search", help="find the maximum stable QPS under an SLA (bisection over rates)")

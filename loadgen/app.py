@@ -6,7 +6,7 @@ import os
 import signal
 import sys
 import tempfile
-import time
+import threading
 
 from loadgen import payload as payload_mod
 from loadgen.exposition import LoadgenCollector, serve_metrics, stop_metrics
@@ -120,10 +120,19 @@ def execute(s) -> int:
         live.valid = {t["name"]: int(t["valid"]) for t in summary["targets"]}
         live.phase = "done"
     if handle and s.linger > 0:
-        print(f"serving /metrics on {s.metrics_addr}:{s.metrics_port} for {s.linger:g}s more (final scrape)")
-        time.sleep(s.linger)
+        print(f"serving /metrics on {s.metrics_addr}:{s.metrics_port} for {s.linger:g}s more (final scrape)",
+              flush=True)
+        linger(s.linger)
     stop_metrics(handle)
     return 0 if summary["thresholds_passed"] else 1
+
+
+def linger(seconds: float) -> None:
+    """Wait, but let SIGTERM/SIGINT end the wait (the event loop's handlers are gone by now)."""
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait(seconds)
 
 
 _QUIET = {"value": False}

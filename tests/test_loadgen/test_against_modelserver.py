@@ -1,0 +1,28 @@
+"""The load generator against the real model server: REST and gRPC, both JSON formats, workers."""
+import pytest
+from tests.test_loadgen.helpers import loadgen_summary
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.parametrize("proto,fmt", [("rest", "row"), ("rest", "columnar"), ("grpc", "row")])
+def test_drives_the_modelserver_without_errors(server, tmp_path, proto, fmt):
+    port = server.rest if proto == "rest" else server.grpc
+    proc, summary = loadgen_summary(tmp_path, [
+        "run", "--target", f"{server.version}={proto}://127.0.0.1:{port}", "--format", fmt, "--concurrency", "4",
+        "--duration", "2s", "--warmup", "0.5s", "--batch-size", "3", "--metrics-port", "0"])
+    assert proc.returncode == 0, proc.stderr
+    t = summary["targets"][0]
+    st = t["phases"]["steady"]
+    assert t["version"] == server.version and t["protocol"] == proto
+    assert st["errors"] == {} and st["ok"] > 50 and st["valid"], st
+
+
+def test_workers_merge_into_one_result(server, tmp_path):
+    proc, summary = loadgen_summary(tmp_path, [
+        "run", "--target", f"{server.version}=rest://127.0.0.1:{server.rest}", "--workers", "2", "--rate", "100",
+        "--duration", "2s", "--warmup", "0", "--metrics-port", "0"], timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    st = summary["targets"][0]["phases"]["steady"]
+    assert st["offered_rate"] == 100  # the two workers' 50/s each, summed
+    assert st["ok"] == st["sent"] == st["scheduled"] and 150 < st["ok"] < 250

@@ -1,0 +1,74 @@
+"""Scenario files and flags: every mistake is one line and exit 2, before any request."""
+import pytest
+from fake_serving import FakeServing
+from tests.test_loadgen.helpers import loadgen_summary, run_loadgen
+
+BAD = [
+    ("wrong type", "targets: [rest://127.0.0.1:1]\nload: {mode: closed, concurrency: lots}\n", "load.concurrency"),
+    ("negative rate", "targets: [rest://127.0.0.1:1]\nload: {mode: poisson, rate: -5}\n", "load.rate"),
+    ("zero duration", "targets: [rest://127.0.0.1:1]\nload: {duration: 0s}\n", "load.duration must be > 0"),
+    ("bad duration", "targets: [rest://127.0.0.1:1]\nload: {duration: forever}\n", "load.duration"),
+    ("unknown mode", "targets: [rest://127.0.0.1:1]\nload: {mode: burst}\n", "load.mode"),
+    ("unknown field", "targets: [rest://127.0.0.1:1]\nload: {concurency: 3}\n", "concurency"),
+    ("unknown top field", "targts: []\n", "targts"),
+    ("no targets", "load: {concurrency: 2}\n", "no target"),
+    ("bad target", "targets: [http://x]\n", "expected [VERSION=]rest|grpc"),
+    ("target without address", "targets: [{protocol: rest}]\n", "address"),
+    ("bad steps", "targets: [rest://127.0.0.1:1]\nload: {mode: poisson, steps: [50, fast]}\n", "load.steps[1]"),
+    ("bool as number", "targets: [rest://127.0.0.1:1]\nload: {concurrency: true}\n", "load.concurrency"),
+    ("not yaml", "targets: [unclosed\n", "not valid YAML"),
+    ("not a mapping", "- 1\n- 2\n", "mapping"),
+    ("negative threshold", "targets: [rest://127.0.0.1:1]\nthresholds: {max_p99_ms: -1}\n", "max_p99_ms"),
+]
+
+
+@pytest.mark.parametrize("case,text,needle", BAD, ids=[b[0] for b in BAD])
+def test_bad_scenario_file(tmp_path, case, text, needle):
+    f = tmp_path / "s.yaml"
+    f.write_text(text)
+    proc = run_loadgen(["run", "--scenario", str(f), "--out", str(tmp_path / "out.json")])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("loadgen: error:"), proc.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in proc.stderr and not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (["--versions", "3.7"], "unknown version '3.7'"),
+    (["--target", "rest://127.0.0.1:1", "--duration=-3s"], "must not be negative"),
+    (["--target", "rest://127.0.0.1:1", "--rate", "fast"], "invalid float value"),
+    (["--target", "rest://127.0.0.1:1", "--steps", "50 lots"], "--steps"),
+    (["--target", "rest://127.0.0.1:1", "--workers", "0"], "workers"),
+])
+def test_bad_flags(tmp_path, flags, needle):
+    proc = run_loadgen(["run", *flags, "--out", str(tmp_path / "o.json")])
+    assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_scenario_file_runs_a_step_ramp_with_one_phase_per_step(tmp_path):
+    with FakeServing() as srv:
+        f = tmp_path / "ramp.yaml"
+        f.write_text(f"name: ramp\ntargets:\n  - {{version: '2.9', protocol: rest, address: '127.0.0.1:{srv.port}'}}\n"
+                     "load: {mode: constant, steps: [50, 100, 200], step_duration: 1s, warmup: 0s, min_requests: 10}\n"
+                     "metrics_port: 0\n")
+        proc, summary = loadgen_summary(tmp_path, ["run", "--scenario", str(f)])
+    assert proc.returncode == 0, proc.stderr
+    phases = summary["targets"][0]["phases"]
+    assert list(phases) == ["step1", "step2", "step3"]
+    assert [p["offered_rate"] for p in phases.values()] == [50, 100, 200]
+    for p, rate in zip(phases.values(), (50, 100, 200)):
+        assert p["scheduled"] == rate  # a constant schedule: exactly rate x 1 s
+        assert p["ok"] == p["sent"] == rate
+    assert [m[0] for m in summary["phase_marks"]] == ["step1", "step2", "step3"]
+
+
+def test_unwritable_results_dir_fails_before_the_run(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with FakeServing() as srv:
+        proc = run_loadgen(["run", "--target", f"rest://127.0.0.1:{srv.port}", "--duration", "1s",
+                            "--out", str(blocker / "sub" / "loadgen.json")])
+        assert srv.requests == 0
+    assert proc.returncode == 2 and "cannot write results" in proc.stderr
