@@ -30,7 +30,7 @@ def parse_duration(value, field: str) -> float:
     if isinstance(value, (int, float)):
         seconds = float(value)
     else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*", str(value))
+        m = re.fullmatch(r"\s*([-+]?[0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*", str(value))
         if not m:
             raise ScenarioError(f"{field}: expected a duration like 30s, 2m or 500ms, got {value!r}")
         seconds = float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
