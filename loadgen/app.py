@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import sys
@@ -64,6 +65,10 @@ async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics
                                    s.metrics_addr)
         except OSError as e:
             raise RunError(f"cannot serve /metrics on {s.metrics_addr}:{s.metrics_port}: {e.strerror}") from None
+    # Everything allocated so far (imports, payloads, histograms) lives for the whole run: freeze it,
+    # so the collector's full passes do not walk it in the middle of a measurement.
+    gc.collect()
+    gc.freeze()
     task = asyncio.ensure_future(runner.run())
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -153,6 +153,19 @@ def grpc_body(inputs: dict, t: Target) -> bytes:
 
 
 def build(t: Target, batch_size: int, seed: int, file: str = "") -> bytes:
-    """The pre-serialized request body for target t (REST JSON or PredictRequest bytes)."""
+    """The pre-serialized request body for target t (REST JSON or PredictRequest bytes).
+
+    A .json file that already is a REST predict body ({"instances": ...} or
+    {"inputs": ...}) is sent verbatim to REST targets, without asking for metadata.
+    """
+    if file.endswith(".json") and t.protocol == "rest":
+        try:
+            with open(file, "rb") as f:
+                raw = f.read()
+            parsed = orjson.loads(raw)
+        except (OSError, ValueError) as e:
+            raise ScenarioError(f"cannot read payload file {file}: {e}") from None
+        if isinstance(parsed, dict) and ("instances" in parsed or "inputs" in parsed):
+            return raw
     inputs = make_inputs(fetch_signature(t), batch_size, seed, file)
     return rest_body(inputs, t.format, t.signature) if t.protocol == "rest" else grpc_body(inputs, t)

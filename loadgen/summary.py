@@ -73,9 +73,9 @@ def phase_stats(info: dict, mode: str, s) -> dict:
         reasons.append(f"too few requests ({completed} < {s.load.min_requests})")
     if secs < s.load.min_duration:
         reasons.append(f"too short ({secs:.1f}s < {s.load.min_duration:g}s)")
-    # In the open loop the scheduler polls during the last ~1.5 ms before each send (the loop's timers
-    # have 1 ms resolution), so its CPU use is no saturation signal there: send lag and the sent/scheduled
-    # check are. In the closed loop a busy core means the client, not the server, set the pace.
+    # The open loop's scheduler wakes every half millisecond (finer than the loop's timers can sleep),
+    # so its CPU use is no saturation signal: send lag and sent/scheduled are. In the closed loop a
+    # busy core means the client, not the server, set the pace.
     if mode == "closed" and info["cpu_ratio"] > 0.95:
         reasons.append(f"load generator CPU saturated ({info['cpu_ratio']:.0%} of a core): add --workers")
     conn = sum(n for c, n in info["errors"].items() if c in CONNECTION_ERRORS)
