@@ -5,7 +5,7 @@ VERSIONS ?= $(VERSION)
 RUNTIME  ?= auto
 export VERSION VERSIONS RUNTIME
 
-.PHONY: setup demo up down status test test-fast clean
+.PHONY: setup demo up down status load exporter test clean
 
 .venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -23,6 +23,14 @@ down: setup
 
 status: setup
 	$(PY) -m stack status
+
+load: setup                     ## make load VERSION=2.9 RATE=500 DURATION=60s | CONCURRENCY=32 | STEPS="50 200 500"
+	$(PY) -m loadgen run --versions "$(VERSIONS)" $(if $(PROTOCOL),--protocol $(PROTOCOL)) \
+	  $(if $(RATE),--rate $(RATE)) $(if $(CONCURRENCY),--concurrency $(CONCURRENCY)) \
+	  $(if $(STEPS),--steps "$(STEPS)") $(if $(DURATION),--duration $(DURATION)) $(if $(SCENARIO),--scenario $(SCENARIO))
+
+exporter: setup                 ## the GPU/CPU exporter on 127.0.0.1:9400 (foreground)
+	$(PY) -m exporter --port 9400
 
 test: setup                     ## the whole test suite (first run creates the TF venvs)
 	$(PY) -m pytest -q

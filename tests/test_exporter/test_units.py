@@ -1,0 +1,74 @@
+"""Sampler peaks and cgroup attribution, in-process, with the fake NVML module."""
+
+import fake_nvml
+import pytest
+
+from exporter.attribution import Attributor, container_id_from_cgroup
+from exporter.collectors import Health
+from exporter.nvml_source import NvmlSource
+from exporter.sampler import Sampler
+
+CID = "4f1c6a2e9d7b3c5a8e0f2d4b6a8c0e2f4a6c8e0b2d4f6a8c0e2d4f6a8b0c2d4e"
+CGROUP_V1 = f"""12:memory:/docker/{CID}
+11:cpu,cpuacct:/docker/{CID}
+1:name=systemd:/docker/{CID}
+"""
+CGROUP_V2 = f"0::/system.slice/docker-{CID}.scope\n"
+CGROUP_HOST = "0::/user.slice/user-0.slice/session-3.scope\n"
+
+
+def test_container_id_from_both_cgroup_formats():
+    assert container_id_from_cgroup(CGROUP_V1) == CID
+    assert container_id_from_cgroup(CGROUP_V2) == CID
+    assert container_id_from_cgroup(CGROUP_HOST) == ""
+
+
+class Docker:
+    """The docker SDK's shape for one container (the only other process boundary here)."""
+    class containers:
+        @staticmethod
+        def get(cid):
+            assert cid == CID
+            return type("C", (), {"labels": {}, "image": type("I", (), {"tags": ["tensorflow/serving:2.12.1"]})()})()
+
+
+def test_attribution_from_a_proc_tree(tmp_path):
+    proc = tmp_path / "proc"
+    for pid, cmd, cgroup in ((100, ["tensorflow_model_server", "--port=8500"], CGROUP_V2),
+                             (200, ["python", "-m", "modelserver", "--version_label=2.9"], CGROUP_HOST),
+                             (300, ["bash"], CGROUP_HOST)):
+        d = proc / str(pid)
+        d.mkdir(parents=True)
+        (d / "cmdline").write_bytes("\0".join(cmd).encode() + b"\0")
+        (d / "cgroup").write_text(cgroup)
+    a = Attributor(None, proc, Docker())
+    assert a.model_servers() == {100: "2.12", 200: "2.9"}
+    assert a.attribute(100) == (CID[:12], "2.12")
+    assert a.attribute(200) == ("", "2.9")
+    assert a.attribute(300) == ("", "")
+
+
+def test_sampler_keeps_the_peak_between_scrapes():
+    cfg = {"devices": [{"name": "g", "uuid": "u", "used": 1000, "total": 10000, "reserved": None,
+                        "processes": [[42, 500]]}]}
+    fake_nvml.configure(cfg)
+    health = Health()
+    sampler = Sampler(NvmlSource(fake_nvml, health.error), interval_s=0.1)
+    sampler.sample_once()
+    cfg["devices"][0].update(used=9000, processes=[[42, 8000]])  # a short spike...
+    sampler.sample_once()
+    cfg["devices"][0].update(used=1200, processes=[[42, 700]])   # ...gone before the scrape
+    sampler.sample_once()
+    latest, dev_peak, proc_peak = sampler.take()
+    assert latest[0].memory_used == 1200
+    assert dev_peak == {0: 9000} and proc_peak == {(0, 42): 8000}
+    _, dev_peak, proc_peak = sampler.take()  # the next window starts from the current values
+    assert dev_peak == {0: 1200} and proc_peak == {(0, 42): 700}
+    fake_nvml.configure(None)
+
+
+def test_bad_sampling_interval_is_refused():
+    with pytest.raises(ValueError):
+        Sampler(None, 0)
+
+
