@@ -5,7 +5,7 @@ VERSIONS ?= $(VERSION)
 RUNTIME  ?= auto
 export VERSION VERSIONS RUNTIME
 
-.PHONY: setup demo up down status load exporter test clean
+.PHONY: setup demo up down status load watch exporter test clean
 
 .venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -29,6 +29,9 @@ load: setup                     ## make load VERSION=2.9 RATE=500 DURATION=60s |
 	  $(if $(RATE),--rate $(RATE)) $(if $(CONCURRENCY),--concurrency $(CONCURRENCY)) \
 	  $(if $(STEPS),--steps "$(STEPS)") $(if $(DURATION),--duration $(DURATION)) $(if $(SCENARIO),--scenario $(SCENARIO))
 
+watch: setup                    ## live terminal view of the comparison panels (Ctrl-C to leave)
+	$(PY) -m stack watch
+
 exporter: setup                 ## the GPU/CPU exporter on 127.0.0.1:9400 (foreground)
 	$(PY) -m exporter --port 9400
 
@@ -36,4 +39,4 @@ test: setup                     ## the whole test suite (first run creates the T
 	$(PY) -m pytest -q
 
 clean: down                     ## stop everything and delete run state, exports and TSDB data
-	rm -rf .state models/build
+	rm -rf .state models/build results

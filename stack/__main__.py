@@ -21,7 +21,7 @@ def _versions_arg(args) -> str:
 
 
 def cmd_up(args, reg) -> int:
-    from stack import local
+    from stack import dashboards, local, monitoring
 
     runtime = pick_runtime(args.runtime)
     versions = reg.select(_versions_arg(args))
@@ -31,6 +31,16 @@ def cmd_up(args, reg) -> int:
                                 batching=not args.no_batching, bind=args.bind)
         print(f"  TF Serving {v.name}: REST http://127.0.0.1:{info['rest']}/v1/models/{args.model_name}  "
               f"gRPC 127.0.0.1:{info['grpc']}  metrics http://127.0.0.1:{info['rest']}/monitoring/prometheus/metrics")
+    exporter = monitoring.up_exporter(args.bind)
+    sla = float(os.environ["SLA_P99_MS"]) if os.environ.get("SLA_P99_MS") else None
+    prom = monitoring.up_prometheus(reg, args.bind, sla)
+    running = [v.name for v in monitoring.running_versions(reg)]
+    print(f"  exporter: {exporter}\n  Prometheus: {prom}  (alerts: {prom}/alerts)")
+    print("  no Grafana in the local runtime: each comparison panel in Prometheus' graph page:")
+    for title, _, expr in dashboards.panel_queries(dashboards.load("compare.json")):
+        q = dashboards.substitute(expr, running, running[0], "1m")
+        print(f"    {title}: {dashboards.graph_link(prom, q)}")
+    print("  live terminal view: make watch;  load: make load VERSION=... RATE=...;  stop: make down")
     return 0
 
 
@@ -45,6 +55,9 @@ def cmd_down(args, reg) -> int:
 def cmd_status(args, reg) -> int:
     from stack import local
 
+    from stack import ports
+    from stack.targets import scrape_health
+
     rows = local.status(reg)
     if not rows:
         print("nothing is up (make up VERSION=2.9)")
@@ -52,7 +65,36 @@ def cmd_status(args, reg) -> int:
     for r in rows:
         print(f"{r['component']:<22} {'up' if r['running'] else 'DOWN':<5} pid {r['pid'] or '-':<8} "
               f"{r['state']:<10} {r['url']}")
-    return 0 if all(r["running"] for r in rows) else 1
+    health = scrape_health(f"http://127.0.0.1:{ports.port(ports.PROMETHEUS)}")
+    if health:
+        print("Prometheus scrape targets (up):")
+        for job, instance, version, up in health:
+            if job == "loadgen" and not up:
+                continue  # the load generator is only up while a run goes on
+            print(f"  {job:<10} {instance:<22} {version:<6} {'up' if up else 'DOWN'}")
+    down = [r for r in rows if not r["running"]] + [h for h in health if not h[3] and h[0] != "loadgen"]
+    return 1 if down else 0
+
+
+def cmd_watch(args, reg) -> int:
+    from stack.watch import watch
+
+    return watch(reg, once=args.once, interval_s=args.interval, duration_s=args.duration)
+
+
+def cmd_promconfig(args, reg) -> int:
+    from stack import promconfig
+
+    print(promconfig.render(promconfig.generate(list(reg.versions.values()), args.runtime)), end="")
+    return 0
+
+
+def cmd_dashboards(args, reg) -> int:
+    from stack import dashboards
+
+    for path in dashboards.write():
+        print(path)
+    return 0
 
 
 def cmd_venv(args, reg) -> int:
@@ -81,6 +123,13 @@ def main(argv=None) -> int:
     sub.add_parser("status", help="what runs, and whether each server answers")
     demo = sub.add_parser("demo", help="the embedded default end to end on two versions")
     demo.add_argument("--versions", default="2.9 2.21")
+    w = sub.add_parser("watch", help="a live terminal view of the comparison panels")
+    w.add_argument("--once", action="store_true")
+    w.add_argument("--interval", type=float, default=3.0)
+    w.add_argument("--duration", type=float, default=3600.0, help="stop after this many seconds")
+    pc = sub.add_parser("promconfig", help="print prometheus.yml for all versions")
+    pc.add_argument("--runtime", choices=["local", "docker"], default="docker")
+    sub.add_parser("dashboards", help="regenerate grafana/dashboards/*.json")
     venv = sub.add_parser("venv", help="create (or reuse) the venvs of versions")
     venv.add_argument("--versions", default="")
     venv.add_argument("--gpu", action="store_true")
@@ -88,8 +137,9 @@ def main(argv=None) -> int:
     try:
         reg = load_registry()
         return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "venv": cmd_venv,
-                "demo": cmd_demo}[args.cmd](args, reg)
-    except (RegistryError, VenvError, ModelError, RuntimeError) as e:
+                "demo": cmd_demo, "watch": cmd_watch, "promconfig": cmd_promconfig,
+                "dashboards": cmd_dashboards}[args.cmd](args, reg)
+    except (RegistryError, VenvError, ModelError, RuntimeError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from google.protobuf import text_format
 
 from models.prepare import MODEL_NAME, ROOT, check_base_path, ensure_example_model
-from stack import procs
+from stack import ports, procs
 from stack.registry import Registry, Version
 from stack.venvs import ensure_venv, venv_python
 
@@ -48,7 +48,7 @@ def render_models_config(base_path: Path, model_name: str) -> str:
 def server_command(python: str, version: Version, cfg_path: Path, batching: bool = True,
                    bind: str = "127.0.0.1", batching_file: Path | None = None, poll_s: int = 1) -> list:
     """The tensorflow_model_server command line; the same flags the docker runtime passes."""
-    cmd = [python, "-m", "modelserver", f"--port={version.ports.grpc}", f"--rest_api_port={version.ports.rest}",
+    cmd = [python, "-m", "modelserver", f"--port={ports.grpc(version)}", f"--rest_api_port={ports.rest(version)}",
            f"--model_config_file={cfg_path}", f"--monitoring_config_file={CONFIGS / 'monitoring.config'}",
            f"--file_system_poll_wait_seconds={poll_s}", f"--listen_address={bind}",
            f"--version_label={version.name}"]
@@ -72,7 +72,7 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
     d = version_dir(version)
     d.mkdir(parents=True, exist_ok=True)
     pid_file, log_file = d / "modelserver.pid", d / "modelserver.log"
-    info = {"version": version.name, "rest": version.ports.rest, "grpc": version.ports.grpc, "pid_file": str(pid_file)}
+    info = {"version": version.name, "rest": ports.rest(version), "grpc": ports.grpc(version), "pid_file": str(pid_file)}
     if procs.alive(procs.read_pid(pid_file), "modelserver"):
         log(f"TF Serving {version.name}: already running (pid {procs.read_pid(pid_file)})")
         return info
@@ -89,7 +89,7 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
         if not procs.alive(pid):
             pid_file.unlink(missing_ok=True)
             raise StackError(f"TF Serving {version.name} exited: {procs.log_tail(log_file, 1)}")
-        if model_status(version.ports.rest, model_name) == "AVAILABLE":
+        if model_status(ports.rest(version), model_name) == "AVAILABLE":
             return info
         time.sleep(0.25)
     procs.stop(pid_file)
@@ -108,6 +108,7 @@ def down(log=print) -> int:
 
 
 def status(registry: Registry) -> list:
+    """What `up` started: each component's pid, whether it runs, and what it answers."""
     rows = []
     for v in registry.versions.values():
         pid_file = version_dir(v) / "modelserver.pid"
@@ -115,8 +116,16 @@ def status(registry: Registry) -> list:
             continue
         pid = procs.read_pid(pid_file)
         running = procs.alive(pid, "modelserver")
-        state = model_status(v.ports.rest, MODEL_NAME) if running else None
+        state = model_status(ports.rest(v), MODEL_NAME) if running else None
         rows.append({"component": f"modelserver {v.name}", "pid": pid, "running": running,
                      "state": state or ("no answer" if running else "down"),
-                     "url": f"http://127.0.0.1:{v.ports.rest}/v1/models/{MODEL_NAME}"})
+                     "url": f"http://127.0.0.1:{ports.rest(v)}/v1/models/{MODEL_NAME}"})
+    for name, needle, url in (("exporter", "exporter", f"http://127.0.0.1:{ports.port(ports.EXPORTER)}/metrics"),
+                              ("prometheus", "prometheus", f"http://127.0.0.1:{ports.port(ports.PROMETHEUS)}")):
+        pid_file = state_dir() / name / f"{name}.pid"
+        if pid_file.exists():
+            pid = procs.read_pid(pid_file)
+            running = procs.alive(pid, needle)
+            rows.append({"component": name, "pid": pid, "running": running, "state": "up" if running else "down",
+                         "url": url})
     return rows

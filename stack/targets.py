@@ -1,0 +1,25 @@
+"""Prometheus' own view of the stack: which scrape targets are up (for `make status`)."""
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+
+
+def query(prometheus_url: str, expr: str, timeout: float = 5.0) -> list:
+    url = f"{prometheus_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        body = json.load(r)
+    if body.get("status") != "success":
+        raise RuntimeError(f"Prometheus rejected {expr!r}: {body.get('error')}")
+    return body["data"]["result"]
+
+
+def scrape_health(prometheus_url: str) -> list:
+    """[(job, instance, version, up 0/1)] from Prometheus' `up` series."""
+    try:
+        rows = query(prometheus_url, "up")
+    except OSError:
+        return []
+    return sorted((r["metric"].get("job", ""), r["metric"].get("instance", ""), r["metric"].get("version", ""),
+                   int(float(r["value"][1]))) for r in rows)
