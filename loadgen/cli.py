@@ -59,6 +59,7 @@ def scenario_from_args(args) -> Scenario:
     s = load_file(args.scenario) if args.scenario else Scenario(targets=[], load=Load())
     targets = [parse_target(t) for t in args.target]
     if args.versions:
+        from stack import ports
         from stack.registry import RegistryError, load_registry
 
         try:
@@ -66,7 +67,7 @@ def scenario_from_args(args) -> Scenario:
         except RegistryError as e:
             raise ScenarioError(str(e)) from None
         protocols = ["rest", "grpc"] if args.protocol == "both" else [args.protocol or "rest"]
-        targets += [Target(v.name, p, args.host, v.ports.rest if p == "rest" else v.ports.grpc)
+        targets += [Target(v.name, p, args.host, ports.rest(v) if p == "rest" else ports.grpc(v))
                     for v in versions for p in protocols]
     if targets:
         s.targets = targets

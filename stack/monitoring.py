@@ -42,6 +42,8 @@ def up_exporter(bind: str = "127.0.0.1", log=print) -> str:
     url = f"http://127.0.0.1:{port}/metrics"
     if procs.alive(procs.read_pid(pid_file), "exporter"):
         return url
+    if procs.port_in_use(port, bind):
+        raise StackError(f"port {port} (exporter) is in use by another process; stop it or set TFSB_PORT_OFFSET")
     # TFSB_NVML_MODULE swaps NVML at the hardware boundary (the tests' fake GPUs); TFSB_PYTHONPATH
     # tells where such a module lives.
     nvml = os.environ.get("TFSB_NVML_MODULE", "pynvml")
@@ -84,6 +86,8 @@ def up_prometheus(registry, bind: str = "127.0.0.1", sla_p99_ms: float | None = 
         except OSError as e:
             raise StackError(f"Prometheus did not reload its config: {e}") from None
         return url
+    if procs.port_in_use(port, bind):
+        raise StackError(f"port {port} (Prometheus) is in use by another process; stop it or set TFSB_PORT_OFFSET")
     pid = procs.start([binary, f"--config.file={cfg}", f"--storage.tsdb.path={data_dir()}",
                        f"--web.listen-address={bind}:{port}", "--web.enable-lifecycle",
                        "--storage.tsdb.retention.time=30d"], pid_file, log_file, cwd=ROOT)

@@ -76,6 +76,18 @@ def _reap(pid: int) -> None:
         pass
 
 
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    import socket
+
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def log_tail(log_file: Path, lines: int = 3) -> str:
     try:
         text = log_file.read_text(errors="replace").strip().splitlines()

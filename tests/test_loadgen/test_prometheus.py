@@ -57,7 +57,9 @@ def test_prometheus_p99_matches_hdr_p99(tmp_path, mix):
         marks = prom.query('loadgen_phase_end_timestamp_seconds{run_id="promtest",phase="steady"}')
         assert marks and float(marks[0]["value"][1]) > time.time() - 120
     finally:
-        if "proc" in locals() and proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
-        prom.stop()
+        try:
+            if "proc" in locals() and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        finally:
+            prom.stop()
