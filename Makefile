@@ -5,7 +5,7 @@ VERSIONS ?= $(VERSION)
 RUNTIME  ?= auto
 export VERSION VERSIONS RUNTIME
 
-.PHONY: setup demo up down status load watch exporter test clean
+.PHONY: setup demo up down status load watch compare report baseline regress exporter test clean
 
 .venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -31,6 +31,18 @@ load: setup                     ## make load VERSION=2.9 RATE=500 DURATION=60s |
 
 watch: setup                    ## live terminal view of the comparison panels (Ctrl-C to leave)
 	$(PY) -m stack watch
+
+compare: setup                  ## make compare VERSIONS="2.9 2.21" [PROFILE=quick|standard] [REPEAT=3] [PROTOCOL=rest|grpc|both]
+	$(PY) -m analysis compare --versions "$(if $(filter command line environment,$(origin VERSIONS)),$(VERSIONS),2.9 2.21)"
+
+report: setup                   ## make report RUN=<run id>
+	$(PY) -m analysis report --run "$(RUN)"
+
+baseline: setup                 ## make baseline RUN=<run id> NAME=tf2.9-cpu [FORCE=1]
+	$(PY) -m analysis baseline --run "$(RUN)" --name "$(NAME)" $(if $(FORCE),--force)
+
+regress: setup                  ## make regress BASELINE=<name> VERSION=<v>
+	$(PY) -m analysis regress --baseline "$(BASELINE)" --version "$(VERSION)"
 
 exporter: setup                 ## the GPU/CPU exporter on 127.0.0.1:9400 (foreground)
 	$(PY) -m exporter --port 9400

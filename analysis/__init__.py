@@ -1,0 +1,1 @@
+"""Compare TF Serving versions: the benchmark protocol, PromQL, statistics, reports, baselines."""

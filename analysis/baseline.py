@@ -1,0 +1,60 @@
+"""Baselines and the regression gate.
+
+`make baseline RUN=<id> NAME=tf2.9-cpu` archives a run's report (baselines/<name>.json,
+atomically, never overwritten without FORCE=1). `make regress BASELINE=<name> VERSION=<v>`
+runs the baseline's profile against version v and fails (exit 1, with a table) when P99 or
+QPS is worse than the baseline beyond the confidence interval and a tolerance.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from analysis import runstore
+from loadgen.summary import write_json_atomic
+
+
+def baselines_dir() -> Path:
+    return runstore.ROOT / "baselines"
+
+
+def archive(run_id: str, name: str, force: bool = False) -> Path:
+    from analysis.report import build
+
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"baseline name {name!r}: use letters, digits, '.', '-' and '_'")
+    path = baselines_dir() / f"{name}.json"
+    if path.exists() and not force:
+        raise FileExistsError(f"baseline {name!r} exists ({path}); FORCE=1 replaces it")
+    rep = build(run_id, log=lambda *_: None)
+    write_json_atomic(str(path), {"name": name, **{k: v for k, v in rep.items() if k != "_run"}})
+    return path
+
+
+def load(name: str) -> dict:
+    path = baselines_dir() / f"{name}.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        known = ", ".join(p.stem for p in sorted(baselines_dir().glob("*.json"))) or "none"
+        raise FileNotFoundError(f"no baseline {name!r} (known: {known})") from None
+
+
+def gate(base: dict, current: dict, version: str, tolerance: float = 0.10) -> list:
+    """[(level, metric, baseline, current, limit, regressed)] for every level both runs have."""
+    bver = base["baseline_version"]
+    brows = {(r["protocol"], r["mode"], r["level"]): r for r in base["rows"] if r["version"] == bver}
+    out = []
+    for r in current["rows"]:
+        if r["version"] != version or (r["protocol"], r["mode"], r["level"]) not in brows:
+            continue
+        b = brows[(r["protocol"], r["mode"], r["level"])]
+        level = f"{r['protocol']} {r['mode']} {r['level']:g}"
+        # P99: worse when the current mean exceeds the baseline's upper CI bound by more than the tolerance.
+        bp, cp = b["p99_ms"], r["p99_ms"]
+        limit = (bp["ci_high"] if bp["ci_high"] is not None else bp["mean"]) * (1 + tolerance)
+        out.append((level, "P99 ms", bp["mean"], cp["mean"], limit, cp["mean"] > limit))
+        bq, cq = b["achieved_qps"], r["achieved_qps"]
+        limit = (bq["ci_low"] if bq["ci_low"] is not None else bq["mean"]) * (1 - tolerance)
+        out.append((level, "QPS", bq["mean"], cq["mean"], limit, cq["mean"] < limit))
+    return out

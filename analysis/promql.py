@@ -1,0 +1,63 @@
+"""What Prometheus says about a measurement window: server-side latency, counts, memory, CPU."""
+from __future__ import annotations
+
+import json
+import math
+import urllib.parse
+import urllib.request
+
+from stack import ports
+
+
+def prometheus_url() -> str:
+    return f"http://127.0.0.1:{ports.port(ports.PROMETHEUS)}"
+
+
+def instant(expr: str, at: float, url: str | None = None) -> list:
+    q = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
+    with urllib.request.urlopen(f"{url or prometheus_url()}/api/v1/query?{q}", timeout=15) as r:
+        body = json.load(r)
+    if body.get("status") != "success":
+        raise ValueError(f"Prometheus rejected {expr!r}: {body.get('error')}")
+    return body["data"]["result"]
+
+
+def scalar(expr: str, at: float, url: str | None = None) -> float | None:
+    res = instant(expr, at, url)
+    if not res:
+        return None
+    v = float(res[0]["value"][1])
+    return None if math.isnan(v) else v
+
+
+def series_range(expr: str, start: float, end: float, step: float = 5, url: str | None = None) -> list:
+    q = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
+    with urllib.request.urlopen(f"{url or prometheus_url()}/api/v1/query_range?{q}", timeout=30) as r:
+        body = json.load(r)
+    if body.get("status") != "success":
+        raise ValueError(f"Prometheus rejected {expr!r}: {body.get('error')}")
+    return body["data"]["result"]
+
+
+def window(cell: dict, url: str | None = None) -> dict:
+    """PromQL over one measurement window [start, end] of one version."""
+    v, end = cell["version"], cell["end"]
+    w = f"{max(1, math.ceil(cell['end'] - cell['start']))}s"
+    entry = "REST" if cell["protocol"] == "rest" else "GRPC"
+    sel = f'version="{v}"'
+    q = {
+        "server_p99_ms": f"histogram_quantile(0.99, sum by (le) (increase(:tensorflow:serving:request_latency_bucket"
+                         f'{{{sel},entrypoint="{entry}"}}[{w}]))) / 1000',
+        "server_count": f"sum(increase(:tensorflow:serving:request_count{{{sel}}}[{w}]))",
+        "prom_client_count": f'sum(increase(loadgen_requests_total{{{sel},phase="steady"}}[{w}]))',
+        "rss_bytes": f'sum(max_over_time(process_resident_memory_bytes{{job="exporter",{sel}}}[{w}]))',
+        "gpu_bytes": f"sum(max_over_time(process_gpu_memory_used_bytes{{{sel}}}[{w}]))",
+        "cpu_seconds": f'sum(increase(process_cpu_seconds_total{{job="exporter",{sel}}}[{w}]))',
+    }
+    out = {}
+    for name, expr in q.items():
+        try:
+            out[name] = scalar(expr, end, url)
+        except (OSError, ValueError):
+            out[name] = None  # Prometheus down or the data gone: the report says "n/a", never a guess
+    return out

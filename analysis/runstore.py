@@ -1,0 +1,53 @@
+"""A compare run on disk: results/<run id>/compare.json, rewritten atomically after every cell,
+so an interrupted compare keeps every finished result and resumes where it stopped."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+from loadgen.summary import write_json_atomic
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def results_dir() -> Path:
+    return Path(os.environ.get("TFSB_RESULTS") or ROOT / "results")
+
+
+def run_dir(run_id: str) -> Path:
+    return results_dir() / run_id
+
+
+def load(run_id: str) -> dict:
+    path = run_dir(run_id) / "compare.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no run {run_id!r} under {results_dir()} (see `ls {results_dir()}`)") from None
+
+
+def save(run: dict) -> None:
+    write_json_atomic(str(run_dir(run["run_id"]) / "compare.json"), run)
+
+
+def environment(versions: list, runtime: str) -> dict:
+    cpu = ""
+    try:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    gpu = driver = ""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        if out.returncode == 0 and out.stdout.strip():
+            gpu, driver = [x.strip() for x in out.stdout.strip().splitlines()[0].split(",", 1)]
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    return {"cpu": cpu, "cpus": os.cpu_count(), "gpu": gpu or "none", "driver": driver or "none",
+            "python": platform.python_version(), "platform": platform.platform(), "runtime": runtime,
+            "git_commit": commit, "tensorflow": {v.name: v.tensorflow for v in versions}}
