@@ -77,7 +77,7 @@ def cmd_regress(a) -> int:
     reg = load_registry()
     version = reg.get(a.version)
     cfg = base["config"]
-    profile = Profile(**cfg["profile"])
+    profile = Profile(**{**cfg["profile"], "search_probes": 0})  # the gate compares levels; no QPS search
     run = run_compare(reg, [version], cfg["protocols"], profile, cfg["repeat"], "", cfg["runtime"],
                       a.model or None, log=lambda *_: None)
     current = build(run["run_id"], log=lambda *_: None)

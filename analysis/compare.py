@@ -66,9 +66,9 @@ def scenario(version, protocol: str, mode: str, level, p: Profile, run_id: str) 
     s = Scenario(targets=[Target(version.name, protocol, "127.0.0.1", port)], load=load, name="compare",
                  run_id=run_id, metrics_port=ports.port(ports.LOADGEN), linger=0)
     # On a small box the server's threads share the cores with the client, so the scheduler is sometimes
-    # descheduled for a few ms; latency is measured from the intended send time anyway, so a lag bound of
-    # a fifth of the SLA keeps such windows valid without hiding the lag (it is reported).
-    s.thresholds.max_send_lag_p99_ms = p.sla_p99_ms / 5
+    # descheduled for 10+ ms; latency is measured from the intended send time anyway, so a lag bound of
+    # half the SLA keeps such windows valid without hiding the lag (it is reported).
+    s.thresholds.max_send_lag_p99_ms = p.sla_p99_ms / 2
     return check(s)
 
 
@@ -123,7 +123,7 @@ def run_compare(reg, versions, protocols, p: Profile, repeat: int, run_id: str =
         log(f"  [{i}/{len(todo)}] rep {c['repeat'] + 1} {c['protocol']} {c['mode']} {c['level']:g} "
             f"{c['version']}: {st['achieved_qps']:.0f} req/s, p99 {st['latency_ms'].get('p99', 0):.2f} ms"
             + ("" if t["valid"] else "  (invalid: " + "; ".join(st["invalid_reasons"]) + ")"))
-    for v in versions:
+    for v in versions if p.search_probes > 0 else []:
         for proto in protocols:
             k = f"{proto}/{v.name}"
             if k in run["search"]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 
 from loadgen.app import build_payloads, check_writable, measure
 from loadgen.scenario import parse_duration
@@ -35,11 +36,18 @@ def probe(s, payloads, rate: float, index: int) -> list:
     return out
 
 
-def search_one(s, payloads, low: float, high: float, precision: float, max_probes: int, log=print) -> dict:
+def search_one(s, payloads, low: float, high: float, precision: float, max_probes: int, log=print,
+               settle_s: float = 2.0) -> dict:
     probes = []
 
     def stable(rate: float) -> bool:
         [(name, ok, p99, err, qps, why)] = probe(s, payloads, rate, len(probes))
+        if not ok:
+            # An overloaded server keeps working through its backlog for a while: let it drain, and
+            # give a window that failed for the generator's own reasons (send lag, rate) one retry.
+            time.sleep(settle_s)
+            if "send lag" in why or "scheduled requests" in why:
+                [(name, ok, p99, err, qps, why)] = probe(s, payloads, rate, len(probes) + 100)
         probes.append({"rate": rate, "stable": ok, "p99_ms": p99, "error_ratio": err, "achieved_qps": qps,
                        "why": why})
         log(f"  {name} @ {rate:8.1f}/s: {'stable' if ok else 'UNSTABLE'}  p99 {p99:.2f} ms  errors {err:.4f}"

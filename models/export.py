@@ -37,13 +37,18 @@ def seeded_weights(seed: int, scale: float = 1.0):
     return w1 * scale, np.zeros(HIDDEN, np.float32), w2, np.zeros(CLASSES, np.float32)
 
 
+SLOW_WIDTH = 2048
+
+
 def build_module(seed: int, extra_layers: int = 0):
-    """The tf.Module; extra_layers adds 128x128 relu layers (a deliberately slower model)."""
+    """The tf.Module; extra_layers > 0 adds a 128 -> 2048 -> ... -> 2048 -> 128 stack of relu
+    layers (extra_layers + 1 matmuls): a deliberately slower model for the regression gate."""
     import tensorflow as tf
 
     w1, b1, w2, b2 = seeded_weights(seed)
     rng = np.random.RandomState(seed + 1)
-    extra = [rng.uniform(-0.15, 0.15, size=(HIDDEN, HIDDEN)).astype(np.float32) for _ in range(extra_layers)]
+    dims = [HIDDEN] + [SLOW_WIDTH] * extra_layers + [HIDDEN] if extra_layers else []
+    extra = [(rng.uniform(-1, 1, size=(a, b)) * np.sqrt(3.0 / a)).astype(np.float32) for a, b in zip(dims, dims[1:])]
 
     class DenseClassifier(tf.Module):
         def __init__(self):
@@ -105,7 +110,7 @@ def main(argv=None) -> int:
     p.add_argument("--model-version", type=int, default=1)
     p.add_argument("--model-name", default="my_model")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--extra-layers", type=int, default=0, help="add 128x128 layers: a slower model")
+    p.add_argument("--extra-layers", type=int, default=0, help="add 2048-wide layers: a slower model")
     args = p.parse_args(argv)
     if args.model_version < 1:
         p.error("--model-version must be >= 1")
