@@ -12,8 +12,10 @@ export VERSION VERSIONS RUNTIME
 
 setup: .venv/.synced            ## install everything (apt packages, uv, tooling venv)
 
-demo: setup                     ## venvs, example model, two versions served, a predict each
+demo: setup                     ## venvs, example model, two versions served, a short comparison printed
 	$(PY) -m stack demo --versions "$(if $(filter command line,$(origin VERSIONS)),$(VERSIONS),2.9 2.21)"
+	$(PY) -m analysis compare --versions "$(if $(filter command line,$(origin VERSIONS)),$(VERSIONS),2.9 2.21)" \
+	  --profile quick --repeat 1 --runtime local
 
 up: setup                       ## make up VERSION=2.9 | VERSIONS="2.6 2.9 2.12" [RUNTIME=local|docker]
 	$(PY) -m stack up --versions "$(VERSIONS)" --runtime $(RUNTIME)
