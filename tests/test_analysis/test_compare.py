@@ -114,7 +114,7 @@ def test_regression_gate_passes_the_same_model_and_fails_a_slower_one(run, env):
     same = analysis(env, "regress", "--baseline", name, "--version", v, "--tolerance", "0.25")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "PASS" in same.stdout
-    slow = example_model(v, extra_layers=4)  # four 2048x2048 layers: several times the work
+    slow = example_model(v, extra_layers=16)  # sixteen 2048x2048 layers: many times the work
     worse = analysis(env, "regress", "--baseline", name, "--version", v, "--tolerance", "0.25",
                      "--model", str(slow))
     assert worse.returncode == 1, worse.stdout + worse.stderr
