@@ -118,12 +118,12 @@ def execute(s) -> int:
     if not quiet(s):
         sys.stderr.write("\n")
     summary = summarize(raw, s)
+    if live is not None:  # /metrics says "done" before the summary file does
+        live.valid = {t["name"]: int(t["valid"]) for t in summary["targets"]}
+        live.phase = "done"
     write_json_atomic(s.out, summary)
     print_table(summary)
     print(f"summary: {s.out}")
-    if live is not None:
-        live.valid = {t["name"]: int(t["valid"]) for t in summary["targets"]}
-        live.phase = "done"
     if handle and s.linger > 0:
         print(f"serving /metrics on {s.metrics_addr}:{s.metrics_port} for {s.linger:g}s more (final scrape)",
               flush=True)

@@ -52,8 +52,7 @@ def test_prometheus_p99_matches_hdr_p99(tmp_path, mix):
         prom_p99_ms = float(res["value"][1]) * 1000
         hdr_p99_ms = st["latency_ms"]["p99"]
         assert abs(prom_p99_ms / hdr_p99_ms - 1) < 0.05, (prom_p99_ms, hdr_p99_ms)
-        info = prom.query('loadgen_run_info{run_id="promtest"}')
-        assert info and info[0]["metric"]["phase"] == "done"
+        prom.wait_for('loadgen_run_info{run_id="promtest",phase="done"}')
         marks = prom.query('loadgen_phase_end_timestamp_seconds{run_id="promtest",phase="steady"}')
         assert marks and float(marks[0]["value"][1]) > time.time() - 120
     finally:
