@@ -8,6 +8,7 @@ QPS is worse than the baseline beyond the confidence interval and a tolerance.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from analysis import runstore
@@ -15,7 +16,8 @@ from loadgen.summary import write_json_atomic
 
 
 def baselines_dir() -> Path:
-    return runstore.ROOT / "baselines"
+    # TFSB_BASELINES lets tests (and CI jobs) keep their archive out of the checkout.
+    return Path(os.environ.get("TFSB_BASELINES") or runstore.ROOT / "baselines")
 
 
 def archive(run_id: str, name: str, force: bool = False) -> Path:

@@ -17,6 +17,15 @@ def _svg(fig) -> str:
     return text[text.index("<svg"):]
 
 
+def _decorate(ax, xlabel: str, ylabel: str, title: str, legend: bool = True) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if legend:
+        ax.legend()
+
+
 def qps_vs_p99(curves: dict, title: str) -> str:
     """curves: {version: [(qps, p99 ms, p99 ci half-width or 0)]}."""
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -24,11 +33,7 @@ def qps_vs_p99(curves: dict, title: str) -> str:
         pts = sorted(pts)
         ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], marker="o", capsize=3,
                     label=f"TF {v}")
-    ax.set_xlabel("achieved QPS")
-    ax.set_ylabel("P99 latency (ms)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
+    _decorate(ax, "achieved QPS", "P99 latency (ms)", title)
     return _svg(fig)
 
 
@@ -38,11 +43,7 @@ def cdf(latencies: dict, title: str) -> str:
     for v, (xs, ys) in sorted(latencies.items()):
         ax.step(xs, ys, where="post", label=f"TF {v}")
     ax.set_xscale("log")
-    ax.set_xlabel("latency (ms, log scale)")
-    ax.set_ylabel("fraction of requests")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend()
+    _decorate(ax, "latency (ms, log scale)", "fraction of requests", title)
     return _svg(fig)
 
 
@@ -52,10 +53,5 @@ def timeseries(series: dict, title: str, ylabel: str, scale: float = 1.0) -> str
     t0 = min((p[0] for pts in series.values() for p in pts), default=0)
     for label, pts in sorted(series.items()):
         ax.plot([p[0] - t0 for p in pts], [p[1] * scale for p in pts], label=label)
-    ax.set_xlabel("seconds since the run started")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    if series:
-        ax.legend()
+    _decorate(ax, "seconds since the run started", ylabel, title, legend=bool(series))
     return _svg(fig)

@@ -10,15 +10,15 @@ from __future__ import annotations
 import csv
 import html
 import io
-import os
 import time
 
 import numpy as np
 
 from analysis import charts, promql, runstore, stats
-from loadgen.record import _bin_values, decode_hdr
+from loadgen.record import bin_values, decode_hdr
 from loadgen.summary import write_json_atomic
 from stack import dashboards
+from stack.procs import write_atomic
 
 METRICS = [  # (name, label, higher is better)
     ("achieved_qps", "QPS", True), ("avg_ms", "avg ms", False), ("p50_ms", "P50 ms", False),
@@ -91,6 +91,16 @@ def _fmt(ci: dict, digits: int = 2) -> str:
     return f"{ci['mean']:.{digits}f} ± {(ci['ci_high'] - ci['ci_low']) / 2:.{digits}f}"
 
 
+def _vs_baseline(row: dict, key: str, baseline: str) -> str:
+    """A version's difference to the baseline with its interval and verdict, for the table."""
+    d = row.get(key)
+    if d is None:
+        return "baseline" if row["version"] == baseline else ""
+    if d.get("ci_low") is None:
+        return d["verdict"]
+    return f"{d['diff']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}] {d['verdict']}"
+
+
 def markdown(rep: dict) -> str:
     out = [f"# TF Serving comparison, run {rep['run_id']}", "",
            f"Baseline version: **{rep['baseline_version']}**; mean ± 95% CI over {rep['config']['repeat']} repeats "
@@ -99,10 +109,7 @@ def markdown(rep: dict) -> str:
            "|" + "---|" * (len(METRICS) + 5)]
     for r in rep["rows"]:
         load = f"{'c' if r['mode'] == 'closed' else 'rate '}{r['level']:g}"
-        vs = [f"{d['diff']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}] {d['verdict']}"
-              if (d := r.get(k)) and d.get("ci_low") is not None else (d or {}).get("verdict", "baseline" if
-                                                                                     r["version"] == rep["baseline_version"] else "")
-              for k in ("achieved_qps_vs_baseline", "p99_ms_vs_baseline")]
+        vs = [_vs_baseline(r, k, rep["baseline_version"]) for k in ("achieved_qps_vs_baseline", "p99_ms_vs_baseline")]
         out.append(f"| {r['protocol']} | {load} | {r['version']} | "
                    + " | ".join(_fmt(r[n], 4 if n == "error_ratio" else 2) for n, _, _ in METRICS) + f" | {vs[0]} | {vs[1]} |")
     out += ["", "## Max stable QPS (P99 <= SLA, errors < 1%)", ""]
@@ -139,7 +146,7 @@ def _cdf_points(encoded: str) -> tuple:
     nz = np.nonzero(counts)[0]
     if not len(nz):
         return [], []
-    low, size = _bin_values(h, nz)
+    low, size = bin_values(h, nz)
     return ((low + size) / 1000).tolist(), (np.cumsum(counts[nz]) / h.total_count).tolist()
 
 
@@ -186,9 +193,7 @@ def write(run_id: str, log=print) -> dict:
     d = runstore.run_dir(run_id)
     out = {"md": d / "report.md", "csv": d / "report.csv", "json": d / "report.json", "html": d / "report.html"}
     for key, text in (("md", markdown(rep)), ("csv", csv_text(rep)), ("html", html_page(rep))):
-        tmp = out[key].with_suffix(".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, out[key])
+        write_atomic(out[key], text)
     write_json_atomic(str(out["json"]), {k: v for k, v in rep.items() if k != "_run"})
     log(f"report written in {time.perf_counter() - t0:.1f}s: " + ", ".join(str(p) for p in out.values()))
     return {**rep, "files": {k: str(v) for k, v in out.items()}}

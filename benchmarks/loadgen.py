@@ -190,7 +190,7 @@ def main() -> int:
         print(f"measuring the open loop at {rate}/s ...", file=sys.stderr, flush=True)
         st = run_loadgen(target, ["--rate", str(rate), "--duration", f"{a.seconds * 2}s", "--warmup", "1s",
                                   "--payload-file", str(body_file)])
-        print(table(f"\nopen loop (Poisson) at 80% of loadgen's maximum", ["offered/s", "scheduled", "sent",
+        print(table("\nopen loop (Poisson) at 80% of loadgen's maximum", ["offered/s", "scheduled", "sent",
                                                                              "sent/scheduled", "send lag p50 ms",
                                                                              "send lag p99 ms", "latency p99 ms"],
                     [[rate, st["scheduled"], st["sent"], f"{st['sent'] / st['scheduled']:.4f}",

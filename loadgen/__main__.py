@@ -30,12 +30,9 @@ def main(argv=None) -> int:
     search.add_argument("--max-probes", type=int, default=10)
     args = p.parse_args(argv)
     try:
-        if args.quiet:
-            from loadgen import app
-            app._QUIET["value"] = True
         s = scenario_from_args(args)
         if args.cmd == "run":
-            return execute(s)
+            return execute(s, quiet=args.quiet)
         from loadgen.search import search_max_qps
         return search_max_qps(s, args)
     except (ScenarioError, RunError) as e:

@@ -95,8 +95,9 @@ def measure(s, payloads: dict) -> dict:
     return summarize(asyncio.run(go()), s)
 
 
-def execute(s) -> int:
+def execute(s, quiet: bool = False) -> int:
     """Run scenario s; returns the exit code (0 ok, 1 a threshold broken)."""
+    quiet = quiet or not sys.stderr.isatty()
     check_writable(s.out)
     payloads = build_payloads(s)
 
@@ -113,9 +114,9 @@ def execute(s) -> int:
         live = handle = None
     else:
         install_loop(s)
-        raw, live, handle = asyncio.run(run_in_process(s, payloads, progress=None if quiet(s) else progress,
+        raw, live, handle = asyncio.run(run_in_process(s, payloads, progress=None if quiet else progress,
                                                        partial=partial))
-    if not quiet(s):
+    if not quiet:
         sys.stderr.write("\n")
     summary = summarize(raw, s)
     if live is not None:  # /metrics says "done" before the summary file does
@@ -139,9 +140,3 @@ def linger(seconds: float) -> None:
         signal.signal(sig, lambda *_: done.set())
     done.wait(seconds)
 
-
-_QUIET = {"value": False}
-
-
-def quiet(s) -> bool:
-    return _QUIET["value"] or not sys.stderr.isatty()

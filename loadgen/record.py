@@ -122,7 +122,7 @@ def decode_hdr(text: str) -> HdrHistogram:
     return h
 
 
-def _bin_values(h: HdrHistogram, idx: np.ndarray) -> tuple:
+def bin_values(h: HdrHistogram, idx: np.ndarray) -> tuple:
     """(lowest equivalent value, equivalent range) of HDR bins, hdrh's get_value_from_index vectorized."""
     bucket = (idx >> h.sub_bucket_half_count_magnitude) - 1
     sub = (idx & (h.sub_bucket_half_count - 1)) + h.sub_bucket_half_count
@@ -140,7 +140,7 @@ def percentiles_us(h: HdrHistogram, pcts) -> dict:
     for p in pcts:
         want = max(1, int(p * h.total_count / 100 + 0.5))
         i = int(np.searchsorted(cum, want, side="left"))
-        low, size = _bin_values(h, np.array([i]))
+        low, size = bin_values(h, np.array([i]))
         out[p] = int(low[0] + size[0] - 1)  # highest equivalent value, as hdrh reports
     return out
 
@@ -151,7 +151,7 @@ def quantiles_ms(h: HdrHistogram) -> dict:
         return {"count": 0}
     counts = np.frombuffer(h.counts, dtype=np.int64, count=h.counts_len)
     nz = np.nonzero(counts)[0]
-    low, size = _bin_values(h, nz)
+    low, size = bin_values(h, nz)
     mean_us = float((counts[nz] * (low + (size >> 1))).sum()) / h.total_count  # hdrh: median-equivalent values
     pct = percentiles_us(h, (50, 90, 99, 99.9, 100))
     return {"count": h.total_count, "avg": mean_us / 1000, "p50": pct[50] / 1000, "p90": pct[90] / 1000,

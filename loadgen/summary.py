@@ -4,11 +4,12 @@ Computed once, at the end (or for a periodic partial summary), never per request
 """
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
-import tempfile
+from pathlib import Path
 
 from loadgen.record import decode_hdr, encode_hdr, quantiles_ms
+from stack.procs import write_atomic
 
 CONNECTION_ERRORS = ("connection_refused", "connection_reset")
 
@@ -87,8 +88,6 @@ def phase_stats(info: dict, mode: str, s) -> dict:
 
 def summarize(raw: dict, s) -> dict:
     """The run's summary: config, per target and measured phase the statistics, validity, thresholds."""
-    import dataclasses
-
     targets, violations = [], []
     for name, t in raw["targets"].items():
         phases = {ph: phase_stats(info, s.load.mode, s) for ph, info in t["phases"].items()}
@@ -109,19 +108,9 @@ def summarize(raw: dict, s) -> dict:
 
 
 def write_json_atomic(path: str, data: dict) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, json.dumps(data, indent=1, default=str))
 
 
 def print_table(summary: dict, console=None) -> None:

@@ -82,8 +82,6 @@ def json_to_array(name: str, value, np_dtype: np.dtype) -> np.ndarray:
         raise invalid(f"input {name!r} expects booleans (true/false)")
     if np_dtype.kind in "iu" and kind not in "iub":
         raise invalid(f"input {name!r} expects integers, got non-integral numbers")
-    if raw.size == 0 and kind == "f" and raw.ndim == 1:
-        pass
     try:
         return raw.astype(np_dtype, copy=False)
     except (ValueError, OverflowError):

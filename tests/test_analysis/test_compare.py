@@ -25,7 +25,7 @@ def analysis(env, *args, timeout=900):
 def env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("compare")
     e = dict(os.environ, TFSB_PORT_OFFSET="22000", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
-             PYTHONPATH=str(ROOT))
+             TFSB_BASELINES=str(tmp / "baselines"), PYTHONPATH=str(ROOT))
     yield e
     subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=e, capture_output=True, timeout=120)
 
@@ -119,4 +119,3 @@ def test_regression_gate_passes_the_same_model_and_fails_a_slower_one(run, env):
                      "--model", str(slow))
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert "REGRESSED" in worse.stdout and "FAIL" in worse.stdout
-    (ROOT / "baselines" / f"{name}.json").unlink()
