@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--rest_api_max_body_bytes", type=_non_negative, default=64 << 20,
          help="larger request bodies are answered 413")
     flag("--rest_api_max_connections", type=_non_negative, default=1024,
-         help="concurrent REST connections beyond this wait in the kernel backlog")
+         help="REST connections beyond this are answered 503; also caps concurrent gRPC calls (0: no cap)")
     flag("--rest_api_read_timeout_ms", type=_non_negative, default=10000,
          help="a client that sends its request slower than this is disconnected")
     flag("--pid_file", default="", help="write the process id here (local runtime bookkeeping)")

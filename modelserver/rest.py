@@ -100,6 +100,7 @@ class RestAPI:
     def __init__(self, api, manager, metrics, metrics_path, read_timeout_s: float):
         self.api, self.manager, self.metrics = api, manager, metrics
         self.metrics_path, self.read_timeout_s = metrics_path, read_timeout_s
+        self.max_body_bytes = 0  # set by build_app, which owns the limit
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         path = request.rel_url.raw_path
@@ -127,8 +128,8 @@ class RestAPI:
     async def _predict(self, request, name, version, label):
         try:
             raw = await asyncio.wait_for(request.read(), self.read_timeout_s)
-        except web.HTTPRequestEntityTooLarge as e:
-            return web.Response(body=orjson.dumps({"error": f"request body larger than {e.max_size} bytes"}),
+        except web.HTTPRequestEntityTooLarge:  # (its max_size attribute is missing in older aiohttp)
+            return web.Response(body=orjson.dumps({"error": f"request body larger than {self.max_body_bytes} bytes"}),
                                 status=413, content_type=_JSON)
         except asyncio.TimeoutError:
             return web.Response(body=b'{"error": "timed out reading the request body"}', status=408,
@@ -166,7 +167,8 @@ class RestAPI:
                     "metadata": {"signature_def": meta}})
 
 
-def build_app(rest: RestAPI, max_body_bytes: int) -> web.Application:
-    app = web.Application(client_max_size=max_body_bytes)
+def build_app(rest: RestAPI, max_body_bytes: int, middlewares=()) -> web.Application:
+    app = web.Application(client_max_size=max_body_bytes, middlewares=list(middlewares))
+    rest.max_body_bytes = max_body_bytes
     app.router.add_route("*", "/{tail:.*}", rest.handle)
     return app

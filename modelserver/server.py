@@ -40,6 +40,7 @@ async def serve(args) -> None:
 
     from modelserver.batching import BatchingRunner, DirectRunner
     from modelserver.grpc_api import build_server
+    from modelserver.guard import ConnectionGuard
     from modelserver.metrics import ServingMetrics
     from modelserver.predict import PredictAPI
     from modelserver.rest import RestAPI, build_app
@@ -67,17 +68,21 @@ async def serve(args) -> None:
     grpc_server = site = None
     if args.port:
         grpc_server = build_server(api, manager, metrics, f"{args.listen_address}:{args.port}",
-                                   args.rest_api_max_body_bytes)
+                                   args.rest_api_max_body_bytes, args.rest_api_max_connections)
         await grpc_server.start()
         log.info("Running gRPC ModelServer at %s:%d ...", args.listen_address, args.port)
     if args.rest_api_port:
-        rest = RestAPI(api, manager, metrics, metrics_path, args.rest_api_read_timeout_ms / 1000)
-        app_runner = web.AppRunner(build_app(rest, args.rest_api_max_body_bytes), access_log=None,
-                                   keepalive_timeout=75)
+        read_timeout_s = args.rest_api_read_timeout_ms / 1000
+        rest = RestAPI(api, manager, metrics, metrics_path, read_timeout_s)
+        guard = ConnectionGuard(None, args.rest_api_max_connections, read_timeout_s)
+        app_runner = web.AppRunner(build_app(rest, args.rest_api_max_body_bytes, [guard.middleware]),
+                                   access_log=None, keepalive_timeout=75)
         await app_runner.setup()
-        site = web.TCPSite(app_runner, args.listen_address, args.rest_api_port,
-                           backlog=args.rest_api_max_connections)
-        await site.start()
+        guard.factory = app_runner.server
+        # Our own listener instead of web.TCPSite, so every connection passes the guard.
+        site = await loop.create_server(guard, args.listen_address, args.rest_api_port, backlog=1024,
+                                        reuse_address=True)
+        guard.start()
         log.info("Exporting HTTP/REST API at %s:%d ...", args.listen_address, args.rest_api_port)
     if args.pid_file:
         _write_atomic(args.pid_file, f"{os.getpid()}\n")
@@ -87,6 +92,8 @@ async def serve(args) -> None:
     if grpc_server:
         await grpc_server.stop(grace=2)
     if site:
+        site.close()
+        guard.stop()
         await app_runner.cleanup()
     await manager.stop()
     runner.close()

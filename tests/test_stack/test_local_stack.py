@@ -112,6 +112,24 @@ def test_graph_links_render_in_chromium(running, tmp_path):
             assert f'version="{v}"' in dom, f"{title}: the graph shows no series of {v}"
 
 
+def test_every_listener_of_the_stack_binds_loopback_by_default(running):
+    """SECURITY.md: nothing `make up` (or the load generator) starts listens beyond 127.0.0.1."""
+    import psutil
+
+    pids = [int(p.read_text()) for p in (running["tmp"] / "state" / "local").glob("*/*.pid")]
+    pids.append(running["load"].pid)
+    assert len(pids) == len(TEST_VERSIONS) + 3, pids  # model servers, exporter, Prometheus, loadgen
+    listening = {}
+    for pid in pids:
+        proc = psutil.Process(pid)
+        for c in proc.net_connections(kind="inet"):
+            if c.status == psutil.CONN_LISTEN:
+                listening[(proc.name(), c.laddr.port)] = c.laddr.ip
+    assert len(listening) >= 2 * len(TEST_VERSIONS) + 3  # REST + gRPC per version, and the others
+    exposed = {k: ip for k, ip in listening.items() if ip != "127.0.0.1"}
+    assert not exposed, f"listeners beyond loopback: {exposed}"
+
+
 def test_down_stops_everything_and_keeps_the_tsdb(running):
     down = stack(running["env"], "down")
     assert down.returncode == 0
