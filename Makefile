@@ -5,7 +5,7 @@ VERSIONS ?= $(VERSION)
 RUNTIME  ?= auto
 export VERSION VERSIONS RUNTIME
 
-.PHONY: setup demo up down status load watch compare report baseline regress exporter test clean
+.PHONY: setup demo up down status load watch compare report baseline regress exporter images test clean
 
 .venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -49,8 +49,12 @@ regress: setup                  ## make regress BASELINE=<name> VERSION=<v>
 exporter: setup                 ## the GPU/CPU exporter on 127.0.0.1:9400 (foreground)
 	$(PY) -m exporter --port 9400
 
+images: setup                   ## build docker-compose.yml's images offline (debootstrap); prints the IMAGE variables
+	$(PY) -m stack images
+
 test: setup                     ## the whole test suite (first run creates the TF venvs)
 	$(PY) -m pytest -q
 
-clean: down                     ## stop everything and delete run state, exports and TSDB data
+clean: setup                    ## stop everything and delete run state, exports and TSDB data (docker volumes too)
+	$(PY) -m stack down --volumes
 	rm -rf .state models/build results

@@ -95,6 +95,8 @@ def export(out: str, model_version: int, seed: int, model_name: str, extra_layer
         with tf.io.TFRecordWriter(os.path.join(extra, "tf_serving_warmup_requests")) as w:
             for record in warmup_records(model_name, seed):
                 w.write(record)
+        # mkdtemp makes it 0700: a model server in a container runs as another user and must read it.
+        os.chmod(tmp, 0o755)
         if os.path.exists(final):
             shutil.rmtree(final)
         os.rename(tmp, final)

@@ -26,6 +26,8 @@ def cmd_up(args, reg) -> int:
     runtime = pick_runtime(args.runtime)
     versions = reg.select(_versions_arg(args))
     print(f"runtime: {runtime}")
+    if runtime == "docker":
+        return _up_docker(args, reg, versions)
     for v in versions:
         info = local.up_version(v, reg, model_path=args.model or None, model_name=args.model_name,
                                 batching=not args.no_batching, bind=args.bind)
@@ -44,11 +46,34 @@ def cmd_up(args, reg) -> int:
     return 0
 
 
+def _up_docker(args, reg, versions) -> int:
+    from stack import docker_runtime, ports
+
+    if args.model or args.no_batching or args.bind != "127.0.0.1":
+        print("  note: --model, --no-batching and BIND are local-runtime options; docker-compose.yml sets "
+              "these (BIND= is read by compose itself)")
+    done = docker_runtime.up(versions, reg, without=tuple(args.without))
+    for name in done["versions"]:
+        v = reg.get(name)
+        print(f"  TF Serving {name}: REST http://127.0.0.1:{v.ports.rest}/v1/models/my_model  "
+              f"gRPC 127.0.0.1:{v.ports.grpc}")
+    print(f"  Prometheus: http://127.0.0.1:{ports.PROMETHEUS}  exporter: http://127.0.0.1:{ports.EXPORTER}/metrics")
+    if "grafana" in done["services"]:
+        print(f"  Grafana: http://127.0.0.1:{ports.GRAFANA}  (user admin, password in .env)  "
+              "dashboard: TF Serving version comparison")
+    return 0
+
+
 def cmd_down(args, reg) -> int:
-    from stack import local
+    from stack import docker_runtime, local
+    from stack.runtime import docker_available
 
     n = local.down()
-    print(f"stopped {n} process(es)" if n else "nothing was running")
+    print(f"stopped {n} process(es)" if n else "nothing was running in the local runtime")
+    if docker_runtime.targeted_versions() or (args.volumes and docker_available()):
+        docker_runtime.down(volumes=args.volumes)
+        print("docker compose: stopped" + (", volumes removed" if args.volumes else
+                                           " (volumes kept; make clean removes them)"))
     return 0
 
 
@@ -59,6 +84,13 @@ def cmd_status(args, reg) -> int:
     from stack.targets import scrape_health
 
     rows = local.status(reg)
+    from stack import docker_runtime
+
+    if docker_runtime.targeted_versions():
+        for svc, state in docker_runtime.status():
+            running = state.startswith("running")
+            rows.append({"component": svc, "running": running and "unhealthy" not in state, "pid": None,
+                         "state": state.replace("running ", "") or "-", "url": "docker"})
     if not rows:
         print("nothing is up (make up VERSION=2.9)")
         return 0
@@ -97,6 +129,23 @@ def cmd_dashboards(args, reg) -> int:
     return 0
 
 
+def cmd_compose(args, reg) -> int:
+    from stack import compose
+
+    for path in compose.write(list(reg.versions.values())):
+        print(path)
+    return 0
+
+
+def cmd_images(args, reg) -> int:
+    from stack import images
+
+    base = images.build_base()
+    tf = images.build_tfserving(args.version or None)
+    print(f"export TFSERVING_IMAGE={tf} PROMETHEUS_IMAGE={base} EXPORTER_IMAGE={base} LOADGEN_IMAGE={tf}")
+    return 0
+
+
 def cmd_venv(args, reg) -> int:
     for v in reg.select(_versions_arg(args)):
         print(ensure_venv(v, reg, gpu=args.gpu))
@@ -119,7 +168,10 @@ def main(argv=None) -> int:
     up.add_argument("--model-name", default=os.environ.get("MODEL_NAME", "my_model"))
     up.add_argument("--no-batching", action="store_true")
     up.add_argument("--bind", default=os.environ.get("BIND", "127.0.0.1"))
-    sub.add_parser("down", help="stop what `up` started (keeps Prometheus data)")
+    up.add_argument("--without", nargs="*", default=[], choices=["grafana", "exporter", "prometheus"],
+                    help="docker runtime: leave these services out")
+    dn = sub.add_parser("down", help="stop what `up` started (keeps Prometheus data)")
+    dn.add_argument("--volumes", action="store_true", help="docker runtime: remove the named volumes too")
     sub.add_parser("status", help="what runs, and whether each server answers")
     demo = sub.add_parser("demo", help="the embedded default end to end on two versions")
     demo.add_argument("--versions", default="2.9 2.21")
@@ -130,6 +182,9 @@ def main(argv=None) -> int:
     pc = sub.add_parser("promconfig", help="print prometheus.yml for all versions")
     pc.add_argument("--runtime", choices=["local", "docker"], default="docker")
     sub.add_parser("dashboards", help="regenerate grafana/dashboards/*.json")
+    sub.add_parser("compose", help="regenerate docker-compose.yml and docker-compose.gpu.yml")
+    im = sub.add_parser("images", help="build the compose file's images from local parts (no registry)")
+    im.add_argument("--version", default="", help="TF version of the model-server image (default: newest)")
     venv = sub.add_parser("venv", help="create (or reuse) the venvs of versions")
     venv.add_argument("--versions", default="")
     venv.add_argument("--gpu", action="store_true")
@@ -138,8 +193,8 @@ def main(argv=None) -> int:
         reg = load_registry()
         return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "venv": cmd_venv,
                 "demo": cmd_demo, "watch": cmd_watch, "promconfig": cmd_promconfig,
-                "dashboards": cmd_dashboards}[args.cmd](args, reg)
-    except (RegistryError, VenvError, ModelError, RuntimeError, ValueError) as e:
+                "dashboards": cmd_dashboards, "compose": cmd_compose, "images": cmd_images}[args.cmd](args, reg)
+    except (RegistryError, VenvError, ModelError, RuntimeError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

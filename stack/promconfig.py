@@ -25,7 +25,7 @@ def service(version_name: str) -> str:
 def generate(versions: list, runtime: str = "local", sla_rules: str | None = None, interval: str = "2s") -> dict:
     if runtime == "docker":
         prom_dir = "/etc/prometheus"
-        tf = [{"targets": [f"{service(v.name)}:8501"], "labels": {"version": v.name}} for v in versions]
+        tf = None  # file_sd: `make up` lists the versions it started (stack/docker_runtime.py)
         exporter, loadgen, self_ = ["exporter:9400"], ["loadgen:9464"], ["localhost:9090"]
     else:
         prom_dir = str(ROOT / "prometheus")
@@ -39,7 +39,9 @@ def generate(versions: list, runtime: str = "local", sla_rules: str | None = Non
                    "external_labels": {"stack": "tfserving-bench"}},
         "rule_files": rule_files,
         "scrape_configs": [
-            {"job_name": "tfserving", "metrics_path": "/monitoring/prometheus/metrics", "static_configs": tf},
+            {"job_name": "tfserving", "metrics_path": "/monitoring/prometheus/metrics",
+             **({"static_configs": tf} if tf is not None else
+                {"file_sd_configs": [{"files": ["/etc/tfsb-targets/tfserving.json"], "refresh_interval": "5s"}]})},
             {"job_name": "exporter", "static_configs": [{"targets": exporter}]},
             {"job_name": "loadgen", "static_configs": [{"targets": loadgen}]},
             {"job_name": "prometheus", "static_configs": [{"targets": self_}]},

@@ -17,7 +17,9 @@ def docker_available() -> bool:
 def pick_runtime(requested: str) -> str:
     if requested == "local":
         return "local"
-    if requested == "docker" or docker_available():
-        # The compose runtime is built in its own step; until then say so plainly.
-        raise RuntimeError("the docker runtime is not available yet in this build; use RUNTIME=local")
-    return "local"
+    if requested == "docker":
+        if not docker_available():
+            raise RuntimeError("RUNTIME=docker but no docker engine answers (`docker info`); start dockerd "
+                               "or use RUNTIME=local")
+        return "docker"
+    return "docker" if docker_available() else "local"

@@ -43,7 +43,7 @@ def find_python(minor: str) -> str:
         hits = sorted(glob.glob(f"{root}/versions/{minor}.*/bin/python{minor}"))
         if hits:
             return hits[-1]
-    uv = _uv()
+    uv = uv_binary()
     found = subprocess.run([uv, "python", "find", "--system", minor], capture_output=True, text=True)
     if found.returncode == 0 and found.stdout.strip():
         return found.stdout.strip()
@@ -51,7 +51,7 @@ def find_python(minor: str) -> str:
     return subprocess.run([uv, "python", "find", minor], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def _uv() -> str:
+def uv_binary() -> str:
     uv = shutil.which("uv") or str(Path(sys.executable).with_name("uv"))
     if not Path(uv).exists():
         raise VenvError("uv not found on PATH; install it with `pip install uv` (or run `make setup`)")
@@ -73,7 +73,7 @@ def ensure_venv(version: Version, registry: Registry, gpu: bool = False, log=pri
     if path.exists():
         shutil.rmtree(path)
     log(f"creating venv for TF Serving {version.name} (TensorFlow {version.tensorflow}, Python {version.python}) at {path}")
-    uv = _uv()
+    uv = uv_binary()
     path.parent.mkdir(parents=True, exist_ok=True)
     _run([uv, "venv", "-q", "-p", find_python(version.python), str(path)], f"uv venv for {version.name}")
     env = dict(os.environ, VIRTUAL_ENV=str(path))

@@ -1,0 +1,132 @@
+"""Images for docker-compose.yml built from local parts only, for machines without a registry.
+
+    python -m stack images [--version 2.21]     # prints the IMAGE variables to export
+
+* tfsb-offline/base:<tag>       Debian bookworm minbase + python3 (debootstrap), the exporter's
+                                packages, Debian's prometheus binary, the exporter's code;
+* tfsb-offline/tfserving:<v>    the same rootfs + TensorFlow <v> and the drop-in model server
+                                behind /usr/bin/tensorflow_model_server, which takes TF Serving's
+                                flags: the compose command line stays the official one.
+
+Python packages go in with `uv pip install --target` on the host (the rootfs' python3 is
+3.11, as is uv's wheel cache), so the build needs no network inside a container. The
+debootstrap rootfs (~45 s) is cached as a tarball under ~/.cache/tfserving-bench/images.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from stack.registry import load_registry
+from stack.venvs import home, uv_binary
+
+ROOT = Path(__file__).resolve().parent.parent
+MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
+EXPORTER_PIP = ["prometheus-client==0.26.0", "nvidia-ml-py==13.615.71", "psutil==7.2.2", "docker==7.2.0",
+                "pyyaml==6.0.4"]
+SITE = "/opt/tfsb/site"
+USER_ID = 10001
+MODEL_SERVER = """#!/bin/sh
+# The drop-in model server under TF Serving's binary name: same flags. Inside a container it
+# listens on every interface of the container's own network; docker publishes on 127.0.0.1.
+exec python3 -m modelserver --listen_address="${TFSB_LISTEN_ADDRESS:-0.0.0.0}" "$@"
+"""
+
+
+class ImageError(RuntimeError):
+    """One line for the user."""
+
+
+def _run(cmd: list, what: str, **kw) -> None:  # like stack.venvs._run, but ImageError and stdin
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        raise ImageError(f"{what} failed: {' / '.join(tail)}")
+
+
+def _rootfs_tarball(log) -> Path:
+    cache = home() / "images"
+    tarball = cache / "bookworm-minbase-python3.tar"
+    if tarball.exists():
+        return tarball
+    if not shutil.which("debootstrap"):
+        raise ImageError("debootstrap is missing (Debian: apt-get install debootstrap)")
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        log(f"images: debootstrap bookworm minbase + python3 from {MIRROR} (about 45 s)")
+        _run(["debootstrap", "--variant=minbase", "--include=python3", "bookworm", f"{tmp}/rootfs", MIRROR],
+             "debootstrap")
+        _run(["tar", "-C", f"{tmp}/rootfs", "-cf", f"{tmp}/rootfs.tar", "."], "tar of the rootfs")
+        os.replace(f"{tmp}/rootfs.tar", tarball)
+    return tarball
+
+
+def _code_digest(parts: list, pins: list) -> str:
+    h = hashlib.sha256("\n".join(pins).encode())
+    for part in parts:
+        for f in sorted((ROOT / part).rglob("*.py")):
+            h.update(str(f.relative_to(ROOT)).encode() + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _image_exists(ref: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0
+
+
+def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: str = "") -> str:
+    tag = f"{ref}-{_code_digest(parts, pins + no_deps + [salt])}"  # salt: what `extra` writes
+    if _image_exists(tag):
+        log(f"images: {tag} is up to date")
+        return tag
+    tarball = _rootfs_tarball(log)
+    uv = uv_binary()
+    with tempfile.TemporaryDirectory(dir=home() / "images") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        rootfs.mkdir()
+        _run(["tar", "-C", str(rootfs), "-xf", str(tarball)], "unpacking the rootfs")
+        log(f"images: installing {len(pins)} package(s) into {tag}")
+        target = ["--target", f"{rootfs}{SITE}", "--python-version", "3.11",
+                  "--python-platform", "x86_64-manylinux_2_28"]
+        _run([uv, "pip", "install", "-q", *target, *pins], "uv pip install into the image")
+        if no_deps:
+            _run([uv, "pip", "install", "-q", "--no-deps", *target, *no_deps], "uv pip install --no-deps")
+        for part in parts:
+            shutil.copytree(ROOT / part, rootfs / "app" / part, ignore=shutil.ignore_patterns("__pycache__"))
+        with open(rootfs / "etc/passwd", "a") as f:
+            f.write(f"tfsb:x:{USER_ID}:{USER_ID}:tfserving-bench:/app:/usr/sbin/nologin\n")
+        extra(rootfs)
+        log(f"images: docker import {tag}")
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        _run(["docker", "import", "-c", f"ENV PYTHONPATH={SITE}:/app", "-c", "WORKDIR /app",
+              "-c", f"USER {USER_ID}", "-", tag], "docker import", stdin=tar.stdout)
+        tar.wait()
+    return tag
+
+
+def build_base(log=print) -> str:
+    def extra(rootfs: Path) -> None:
+        prometheus = shutil.which("prometheus")
+        if not prometheus:
+            raise ImageError("the prometheus binary is missing (Debian: apt-get install prometheus)")
+        shutil.copy2(prometheus, rootfs / "bin" / "prometheus")
+        (rootfs / "prometheus").mkdir()
+        os.chown(rootfs / "prometheus", 65534, 65534)  # prom/prometheus runs as nobody too
+    return _build("tfsb-offline/base:local", ["exporter"], EXPORTER_PIP, [], extra, log)
+
+
+def build_tfserving(version_name: str | None = None, log=print) -> str:
+    reg = load_registry()
+    v = reg.get(version_name) if version_name else reg.newest
+    if v.python != "3.11":
+        raise ImageError(f"TF {v.name} needs Python {v.python}; the offline image has Debian's 3.11: use 2.12+")
+
+    def extra(rootfs: Path) -> None:
+        script = rootfs / "usr/bin/tensorflow_model_server"
+        script.write_text(MODEL_SERVER)
+        script.chmod(0o755)
+    return _build(f"tfsb-offline/tfserving:{v.name}", ["modelserver"], list(v.requirements(reg.server_pip)),
+                  [v.serving_api], extra, log, salt=MODEL_SERVER)
