@@ -15,7 +15,7 @@ import urllib.request
 
 from analysis import runstore
 from analysis.profiles import Profile
-from loadgen.app import build_payloads, measure
+from loadgen.app import build_payloads, check_writable, measure
 from loadgen.cli import new_run_id
 from loadgen.scenario import Load, Scenario, Target, check
 from loadgen.search import search_one
@@ -86,6 +86,7 @@ def key(c: dict) -> str:
 def run_compare(reg, versions, protocols, p: Profile, repeat: int, run_id: str = "", runtime: str = "local",
                 model_path=None, log=print) -> dict:
     run_id = run_id or new_run_id()
+    check_writable(str(runstore.run_dir(run_id) / "compare.json"))  # a full disk fails now, not mid-run
     try:
         run = runstore.load(run_id)
         log(f"resuming run {run_id}: {len(run['cells'])} measurements already done")
@@ -94,7 +95,7 @@ def run_compare(reg, versions, protocols, p: Profile, repeat: int, run_id: str =
                "config": {"versions": [v.name for v in versions], "protocols": protocols, "profile": p.__dict__,
                           "repeat": repeat, "runtime": runtime, "model": model_path or "example"},
                "environment": runstore.environment(versions, runtime), "cold_start": {}, "cells": {}, "search": {}}
-    runstore.save(run)  # fails early when the results dir is not writable
+    runstore.save(run)
     by_name = {v.name: v for v in versions}
     for v in versions:
         if v.name not in run["cold_start"]:

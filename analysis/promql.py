@@ -61,3 +61,18 @@ def window(cell: dict, url: str | None = None) -> dict:
         except (OSError, ValueError):
             out[name] = None  # Prometheus down or the data gone: the report says "n/a", never a guess
     return out
+
+
+def scrape_gaps(start: float, end: float, interval_s: float = 2.0, url: str | None = None) -> list | None:
+    """Stretches of [start, end] where Prometheus stored none of its own `up` samples (it was down,
+    restarted or not scraping): [[from, to], ...], each longer than three scrape intervals.
+    Raw samples, not a range query: the 5-minute lookback would paper over a gap. None: unknown."""
+    span = max(1, math.ceil(end - start))
+    try:
+        res = instant(f'up{{job="prometheus"}}[{span}s]', end, url)
+    except (OSError, ValueError):
+        return None
+    stamps = sorted(float(t) for r in res for t, _ in r["values"])
+    edges = [start] + [t for t in stamps if start <= t <= end] + [end]
+    # A gap starts when the scrape after the last stored sample did not happen.
+    return [[a + (interval_s if a > start else 0), b] for a, b in zip(edges, edges[1:]) if b - a > 3 * interval_s]

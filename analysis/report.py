@@ -74,13 +74,36 @@ def build(run_id: str, log=print) -> dict:
                 d = stats.diff_ci([m[name] for m in ms], [b[name] for b in base])
                 row[f"{name}_vs_baseline"] = {**d, "verdict": stats.verdict(d, better)}
         rows.append(row)
-    return {"run_id": run_id, "baseline_version": baseline, "config": run["config"], "environment": run["environment"],
+    window = [min((c["start"] for c in run["cells"].values()), default=run["created"]),
+              max((c["end"] for c in run["cells"].values()), default=time.time())]
+    gaps = promql.scrape_gaps(*window)
+    for check, cell in zip(checks, run["cells"].values()):
+        check["in_gap"] = bool(gaps) and any(a < cell["end"] and cell["start"] < b for a, b in gaps)
+    return {"run_id": run_id, "baseline_version": baseline, "gaps": gaps, "planned": planned_cells(run["config"]), "config": run["config"], "environment": run["environment"],
             "cold_start": run["cold_start"], "max_stable_qps": {k: v.get("max_stable_qps") for k, v in
                                                                 run["search"].items()},
             "search": run["search"], "rows": rows, "crosscheck": checks, "status": run["status"],
-            "window": [min((c["start"] for c in run["cells"].values()), default=run["created"]),
-                       max((c["end"] for c in run["cells"].values()), default=time.time())],
-            "_run": run}
+            "window": window, "_run": run}
+
+
+def planned_cells(config: dict) -> int:
+    p = config["profile"]
+    return len(config["versions"]) * len(config["protocols"]) * (len(p["concurrency"]) + len(p["rates"])) \
+        * config["repeat"]
+
+
+def _warnings(rep: dict) -> list:
+    """What the reader must know before trusting the tables: a partial run, holes in the data."""
+    out = []
+    if rep["status"] != "done":
+        out.append(f"> **Partial run**: {len(rep['crosscheck'])} of {rep['planned']} measurements finished (the "
+                   f"compare was interrupted); `make compare ... RUN={rep['run_id']}` resumes it.")
+    if rep["gaps"] is None:
+        out.append("> Prometheus did not answer: server-side figures are n/a and gaps could not be checked.")
+    for a, b in rep["gaps"] or []:
+        out.append(f"> **Gap in the Prometheus data**: {b - a:.0f} s from {time.strftime('%H:%M:%S', time.localtime(a))}"
+                   " (Prometheus down or not scraping); windows overlapping it show server-side figures as n/a.")
+    return out + [""] if out else []
 
 
 def _fmt(ci: dict, digits: int = 2) -> str:
@@ -105,6 +128,7 @@ def markdown(rep: dict) -> str:
     out = [f"# TF Serving comparison, run {rep['run_id']}", "",
            f"Baseline version: **{rep['baseline_version']}**; mean ± 95% CI over {rep['config']['repeat']} repeats "
            f"(t-interval); profile {rep['config']['profile']['name']}; runtime {rep['config']['runtime']}.", "",
+           *_warnings(rep),
            "| protocol | load | version | " + " | ".join(label for _, label, _ in METRICS) + " | QPS vs base | P99 vs base |",
            "|" + "---|" * (len(METRICS) + 5)]
     for r in rep["rows"]:
@@ -117,11 +141,12 @@ def markdown(rep: dict) -> str:
     out += ["", "## Cold start", ""]
     out += [f"- {v}: AVAILABLE after {c['to_available_s']:.1f} s, first predict after {c['to_first_predict_s']:.1f} s "
             f"(first request {c['first_request_ms']:.1f} ms)" for v, c in sorted(rep["cold_start"].items())]
-    bad = [c for c in rep["crosscheck"] if not c["consistent"] or not c["valid"]]
+    bad = [c for c in rep["crosscheck"] if not c["consistent"] or not c["valid"] or c["in_gap"]]
     out += ["", "## Nothing lost? (loadgen count vs server request_count vs Prometheus)", "",
             f"{len(rep['crosscheck']) - len(bad)} of {len(rep['crosscheck'])} windows consistent within the scrape edge."]
     out += [f"- MISMATCH or invalid: {c['cell']}: client {c['client']}, server {c['server']}, "
-            f"Prometheus {c['prometheus_loadgen']} (edge ±{c['edge']}), valid {c['valid']}" for c in bad]
+            f"Prometheus {c['prometheus_loadgen']} (edge ±{c['edge']}), valid {c['valid']}"
+            + (", inside a Prometheus gap" if c["in_gap"] else "") for c in bad]
     env = rep["environment"]
     out += ["", "## Environment", "", f"CPU: {env['cpu']} ({env['cpus']} cores); GPU: {env['gpu']} (driver "
             f"{env['driver']}); runtime {env['runtime']}; commit {env['git_commit'][:12]}; TensorFlow: "
