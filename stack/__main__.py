@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 
 from models.prepare import ModelError
@@ -28,6 +29,9 @@ def cmd_up(args, reg) -> int:
     print(f"runtime: {runtime}")
     if runtime == "docker":
         return _up_docker(args, reg, versions)
+    if not shutil.which("prometheus"):  # before any server starts, not after
+        raise RuntimeError("the prometheus binary is missing: `make setup` installs Debian's prometheus package "
+                           "(elsewhere: https://prometheus.io/download/, put `prometheus` on PATH)")
     for v in versions:
         info = local.up_version(v, reg, model_path=args.model or None, model_name=args.model_name,
                                 batching=not args.no_batching, bind=args.bind)

@@ -76,6 +76,10 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
     if procs.alive(procs.read_pid(pid_file), "modelserver"):
         log(f"TF Serving {version.name}: already running (pid {procs.read_pid(pid_file)})")
         return info
+    for port, what in ((info["rest"], "REST"), (info["grpc"], "gRPC")):
+        if procs.port_in_use(port, bind):
+            raise StackError(f"port {port} ({what} of TF Serving {version.name}) is taken by another process; "
+                             "stop it, or shift the stack's ports with TFSB_PORT_OFFSET=<n>")
     base = check_base_path(model_path) if model_path else ensure_example_model(version, registry, log=log)
     python = venv_python(ensure_venv(version, registry, log=log))
     cfg = d / "models.config"

@@ -1,0 +1,83 @@
+"""Bad input to `make up/compare/report/baseline` (python -m stack / analysis): one line on stderr,
+exit 2, no traceback, nothing started and nothing half-written."""
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stack.registry import load_registry
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = (ROOT / "stack" / "versions.yaml").read_text()
+
+REGISTRIES = [
+    ("not yaml", "versions: [unclosed\n", "not valid YAML"),
+    ("no versions", "server: {pip: []}\n", "non-empty 'versions'"),
+    ("missing field", 'versions:\n  "2.9": {tensorflow: 2.9.3}\n', "lacks"),
+    ("port twice", GOOD.replace("rest: 8591", "rest: 8561"), "port 8561 used by both"),
+    ("port out of range", GOOD.replace("rest: 8591", "rest: 80"), "ports.rest must be an integer in 1024..65535"),
+    ("pip not a list", GOOD.replace("server:\n  pip:", "server:\n  pip: 3\n  x:"), "server.pip"),
+]
+
+COMMANDS = [
+    ("unknown version", ["stack", "up", "--versions", "3.7", "--runtime", "local"], "unknown version '3.7'"),
+    ("version twice", ["stack", "up", "--versions", "2.9 2.9", "--runtime", "local"], "listed twice"),
+    ("compare unknown version", ["analysis", "compare", "--versions", "2.9 9.9"], "unknown version '9.9'"),
+    ("unknown profile", ["analysis", "compare", "--versions", "2.9", "--profile", "huge"], "unknown PROFILE"),
+    ("zero repeats", ["analysis", "compare", "--versions", "2.9", "--repeat", "0"], "REPEAT must be >= 1"),
+    ("bad protocol", ["analysis", "compare", "--versions", "2.9", "--protocol", "http"], "PROTOCOL"),
+    ("unknown run", ["analysis", "report", "--run", "nope"], "no run 'nope'"),
+    ("bad baseline name", ["analysis", "baseline", "--run", "x", "--name", "../etc"], "baseline name"),
+    ("unknown baseline", ["analysis", "regress", "--baseline", "nope", "--version", "2.9"], "no baseline 'nope'"),
+    ("bad port offset", ["stack", "status"], "TFSB_PORT_OFFSET must be an integer"),
+]
+
+
+def run(args, tmp_path, **env):
+    e = dict(os.environ, PYTHONPATH=str(ROOT), TFSB_STATE=str(tmp_path / "state"),
+             TFSB_RESULTS=str(tmp_path / "results"), TFSB_BASELINES=str(tmp_path / "baselines"), **env)
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=e, capture_output=True, text=True, timeout=120)
+
+
+def one_line_error(proc, needle):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("case,text,needle", REGISTRIES, ids=[r[0] for r in REGISTRIES])
+def test_malformed_versions_yaml(tmp_path, case, text, needle):
+    assert text != GOOD
+    f = tmp_path / "versions.yaml"
+    f.write_text(text)
+    one_line_error(run(["stack", "up", "--versions", "2.9", "--runtime", "local"], tmp_path,
+                       TFSB_VERSIONS_FILE=str(f)), needle)
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.parametrize("case,args,needle", COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_bad_commands(tmp_path, case, args, needle):
+    env = {"TFSB_PORT_OFFSET": "lots"} if case == "bad port offset" else {}
+    one_line_error(run(args, tmp_path, **env), needle)
+    assert not (tmp_path / "state").exists() and not (tmp_path / "results").exists()
+
+
+def test_prometheus_binary_missing_is_said_before_anything_starts(tmp_path):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    proc = run(["stack", "up", "--versions", "2.9", "--runtime", "local"], tmp_path, PATH=str(empty))
+    one_line_error(proc, "the prometheus binary is missing")
+    assert not (tmp_path / "state").exists()
+
+
+def test_port_taken_by_another_process_is_one_line(tmp_path):
+    v = load_registry().get("2.9")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", v.ports.rest + 26000))
+        taken.listen()
+        proc = run(["stack", "up", "--versions", "2.9", "--runtime", "local"], tmp_path, TFSB_PORT_OFFSET="26000")
+    one_line_error(proc, f"port {v.ports.rest + 26000} (REST of TF Serving 2.9) is taken by another process")
