@@ -5,7 +5,7 @@ VERSIONS ?= $(VERSION)
 RUNTIME  ?= auto
 export VERSION VERSIONS RUNTIME
 
-.PHONY: setup demo up down status load watch compare report baseline regress exporter images test clean
+.PHONY: setup demo up down status load watch compare report baseline regress scenario sweep exporter images test clean
 
 .venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -45,6 +45,12 @@ baseline: setup                 ## make baseline RUN=<run id> NAME=tf2.9-cpu [FO
 
 regress: setup                  ## make regress BASELINE=<name> VERSION=<v>
 	$(PY) -m analysis regress --baseline "$(BASELINE)" --version "$(VERSION)"
+
+scenario: setup                 ## make scenario NAME=batching|protocols|hot-update VERSIONS="2.9 2.21"
+	$(PY) -m analysis scenario "$(NAME)" --versions "$(VERSIONS)"
+
+sweep: setup                    ## make sweep VERSION=2.9 MAX_BATCH="8 32 128" TIMEOUT_US="0 2000 10000" THREADS="2 4 8"
+	$(PY) -m analysis scenario sweep --versions "$(VERSION)"
 
 exporter: setup                 ## the GPU/CPU exporter on 127.0.0.1:9400 (foreground)
 	$(PY) -m exporter --port 9400

@@ -38,6 +38,38 @@ def cmd_compare(a) -> int:
     return 0
 
 
+def _ints(text: str, what: str) -> list:
+    try:
+        out = [int(x) for x in text.replace(",", " ").split()]
+    except ValueError:
+        raise ValueError(f"{what} must be whole numbers, got {text!r}") from None
+    if not out or min(out) < 0:
+        raise ValueError(f"{what} must be non-negative whole numbers, got {text!r}")
+    return out
+
+
+def cmd_scenario(a) -> int:
+    from analysis.scenario_report import run
+    from loadgen.app import check_writable
+    from stack.registry import load_registry
+
+    reg = load_registry()
+    versions = reg.select(a.versions)
+    profile = get_profile(a.profile)
+    if a.repeat < 1:
+        raise ValueError(f"REPEAT must be >= 1, got {a.repeat}")
+    opts = {"max_batch": _ints(a.max_batch, "MAX_BATCH"), "timeout_us": _ints(a.timeout_us, "TIMEOUT_US"),
+            "threads": _ints(a.threads, "THREADS"), "concurrency": a.concurrency, "rate": a.rate}
+    if min(opts["max_batch"]) < 1 or min(opts["threads"]) < 1 or a.concurrency < 1 or a.rate <= 0:
+        raise ValueError("MAX_BATCH, THREADS, CONCURRENCY and RATE must be positive")
+    check_writable(str(runstore.results_dir() / "probe"))
+    print(f"scenario {a.name}: {' '.join(v.name for v in versions)}, profile {profile.name}, {a.repeat} repeat(s)")
+    res = run(a.name, reg, versions, profile, a.repeat, opts)
+    print(open(res["files"]["md"]).read())
+    print(f"written: {res['files']['md']} and scenario.json")
+    return 0
+
+
 def cmd_report(a) -> int:
     from analysis.report import write
 
@@ -119,10 +151,21 @@ def main(argv=None) -> int:
     g.add_argument("--version", required=True)
     g.add_argument("--tolerance", type=float, default=0.10)
     g.add_argument("--model", default=os.environ.get("MODEL", ""))
+    sc = sub.add_parser("scenario", help="batching on/off, REST vs gRPC, the batching sweep, a hot model update")
+    sc.add_argument("name", choices=["batching", "protocols", "sweep", "hot-update"])
+    sc.add_argument("--versions", default=os.environ.get("VERSIONS") or os.environ.get("VERSION") or "2.9")
+    sc.add_argument("--profile", default=os.environ.get("PROFILE", "quick"))
+    sc.add_argument("--repeat", type=int, default=int(os.environ.get("REPEAT", "2")))
+    sc.add_argument("--max-batch", default=os.environ.get("MAX_BATCH", "8 32 128"))
+    sc.add_argument("--timeout-us", default=os.environ.get("TIMEOUT_US", "0 2000 10000"))
+    sc.add_argument("--threads", default=os.environ.get("THREADS", "2 4 8"))
+    sc.add_argument("--concurrency", type=int, default=int(os.environ.get("CONCURRENCY", "32")),
+                    help="sweep: closed-loop level of every measurement")
+    sc.add_argument("--rate", type=float, default=float(os.environ.get("RATE", "100")), help="hot-update: req/s")
     a = p.parse_args(argv)
     try:
         return {"compare": cmd_compare, "report": cmd_report, "query": cmd_query, "baseline": cmd_baseline,
-                "regress": cmd_regress}[a.cmd](a)
+                "regress": cmd_regress, "scenario": cmd_scenario}[a.cmd](a)
     except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

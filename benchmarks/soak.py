@@ -74,7 +74,7 @@ def main() -> int:
         load = subprocess.Popen([sys.executable, "-m", "loadgen", "run", "--versions", a.versions, "--rate",
                                  str(a.rate), "--duration", f"{a.minutes * 60:g}s", "--warmup", "30s", "--quiet",
                                  "--linger", "6s", "--metrics-port", str(9464 + OFFSET), "--out", str(out)],
-                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp / "loadgen.log", "wb"))
         pids["loadgen"] = load.pid
         samples, series = {n: [] for n in pids}, []
         t0 = time.monotonic()
@@ -96,6 +96,9 @@ def main() -> int:
                 f"{n} {s[-1] / 2**20:.0f} MiB" for n, s in samples.items() if s) + f", series {series[-1]:.0f}",
                 flush=True)
         summary = json.loads(out.read_text())
+        if summary["partial"]:
+            print(f"loadgen exited {load.returncode} before the end; its last partial summary is used "
+                  f"(log: {tmp / 'loadgen.log'})")
         time.sleep(3)  # the loadgen's last scrape is in (it lingered 6 s)
         rows = []
         for n, s in samples.items():

@@ -67,8 +67,18 @@ def model_status(port: int, model: str, timeout: float = 1.0) -> str | None:
         return None
 
 
+def version_states(port: int, model: str, timeout: float = 1.0) -> dict:
+    """{version: state} of every version the server reports ({} when it doesn't answer)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/{model}", timeout=timeout) as r:
+            return {s["version"]: s["state"] for s in json.load(r)["model_version_status"]}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 def up_version(version: Version, registry: Registry, model_path: str | None = None, model_name: str = MODEL_NAME,
-               batching: bool = True, bind: str = "127.0.0.1", timeout_s: float = 180, log=print) -> dict:
+               batching: bool = True, bind: str = "127.0.0.1", timeout_s: float = 180, batching_file: Path | None = None,
+               log=print) -> dict:
     d = version_dir(version)
     d.mkdir(parents=True, exist_ok=True)
     pid_file, log_file = d / "modelserver.pid", d / "modelserver.log"
@@ -84,7 +94,7 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
     python = venv_python(ensure_venv(version, registry, log=log))
     cfg = d / "models.config"
     procs.write_atomic(cfg, render_models_config(base, model_name))
-    cmd = server_command(python, version, cfg, batching=batching, bind=bind)
+    cmd = server_command(python, version, cfg, batching=batching, bind=bind, batching_file=batching_file)
     pid = procs.start(cmd, pid_file, log_file, env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"),
                       cwd=ROOT)
     log(f"TF Serving {version.name}: starting (pid {pid}, TensorFlow {version.tensorflow}), log {log_file}")

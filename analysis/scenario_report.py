@@ -1,0 +1,79 @@
+"""`make scenario` / `make sweep`: run one of analysis.scenarios, then write scenario.json and a
+Markdown table (results/<id>/), atomically, and print the table."""
+from __future__ import annotations
+
+import time
+
+from analysis import runstore
+from loadgen.summary import write_json_atomic
+from stack.procs import write_atomic
+
+
+def _f(x, digits=1) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _side_by_side(rows: list, a: str, b: str, la: str, lb: str) -> list:
+    out = [f"| version | concurrency | QPS {la} | QPS {lb} | {lb}/{la} | P99 ms {la} | P99 ms {lb} | errors |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        out.append(f"| {r['version']} | {r['concurrency']} | {_f(r[a]['qps'])} | {_f(r[b]['qps'])} | "
+                   f"{_f(r['qps_ratio'], 2)}x | {_f(r[a]['p99_ms'], 2)} | {_f(r[b]['p99_ms'], 2)} | "
+                   f"{r[a]['errors'] + r[b]['errors']} |")
+    return out
+
+
+def markdown(name: str, res: dict) -> str:
+    out = [f"# Scenario: {name}, run {res['run_id']}", ""]
+    if name == "batching":
+        out += _side_by_side(res["rows"], "off", "on", "off", "on")
+    elif name == "protocols":
+        out += _side_by_side(res["rows"], "rest", "grpc", "REST", "gRPC")
+    elif name == "sweep":
+        front = {(x["max_batch_size"], x["batch_timeout_micros"], x["num_batch_threads"]) for x in res["pareto"]}
+        out += [f"Version {res['version']}, closed loop at concurrency {res['concurrency']}; SLA P99 <= "
+                f"{res['sla_p99_ms']:g} ms. `*`: on the QPS-vs-P99 Pareto front.", "",
+                "| max_batch_size | batch_timeout_micros | num_batch_threads | QPS | P99 ms | errors | front |",
+                "|---|---|---|---|---|---|---|"]
+        for x in sorted(res["points"], key=lambda x: -x["qps"]):
+            key = (x["max_batch_size"], x["batch_timeout_micros"], x["num_batch_threads"])
+            out.append(f"| {key[0]} | {key[1]} | {key[2]} | {_f(x['qps'])} | {_f(x['p99_ms'], 2)} | {x['errors']} | "
+                       f"{'*' if key in front else ''} |")
+        b = res["best"]
+        out += ["", "Best under the SLA: " + ("none (no configuration met it)" if b is None else
+                f"max_batch_size {b['max_batch_size']}, batch_timeout_micros {b['batch_timeout_micros']}, "
+                f"num_batch_threads {b['num_batch_threads']}: {b['qps']:.0f} req/s at P99 {b['p99_ms']:.2f} ms")]
+    else:  # hot-update
+        out += ["| version | rate | time to switch s | errors | P99 ms before | during | after | max ms during |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in res["rows"]:
+            p = r["p99_ms"]
+            out.append(f"| {r['version']} | {r['rate']:g}/s | {_f(r['switch_s'], 2)} | {r['errors']} | "
+                       f"{_f(p['before'], 2)} | {_f(p['during'], 2)} | {_f(p['after'], 2)} | "
+                       f"{_f(r['max_ms_during'], 2)} |")
+    return "\n".join(out) + "\n"
+
+
+def run(name: str, reg, versions: list, profile, repeat: int, opts: dict, log=print) -> dict:
+    from analysis import scenarios
+    from loadgen.cli import new_run_id
+
+    run_id = f"{name}-{new_run_id()}"
+    if name == "batching":
+        res = scenarios.batching_on_off(reg, versions, profile, repeat, run_id, log)
+    elif name == "protocols":
+        res = scenarios.protocols(reg, versions, profile, repeat, run_id, log)
+    elif name == "sweep":
+        if len(versions) != 1:
+            raise ValueError("the sweep tunes one version: VERSION=2.9")
+        res = scenarios.sweep(reg, versions[0], profile, repeat, run_id, opts["max_batch"], opts["timeout_us"],
+                              opts["threads"], opts["concurrency"], log)
+    else:
+        res = scenarios.hot_update(reg, versions, profile, run_id, opts["rate"], log=log)
+    res.update(run_id=run_id, scenario=name, created=time.time(), profile=profile.__dict__, repeat=repeat,
+               environment=runstore.environment(versions, "local"))
+    d = runstore.run_dir(run_id)
+    write_json_atomic(str(d / "scenario.json"), res)
+    write_atomic(d / "scenario.md", markdown(name, res))
+    res["files"] = {"json": str(d / "scenario.json"), "md": str(d / "scenario.md")}
+    return res

@@ -1,0 +1,67 @@
+"""The seeds' scenarios against real model servers (newest TF, local runtime): batching on vs off,
+REST vs gRPC, the batching sweep with its Pareto front, and a hot model update under load."""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from servers import TEST_VERSIONS
+
+ROOT = Path(__file__).resolve().parents[2]
+V = TEST_VERSIONS[-1]
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("scenarios")
+    e = dict(os.environ, TFSB_PORT_OFFSET="29000", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
+             PYTHONPATH=str(ROOT))
+    yield e
+    subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=e, capture_output=True, timeout=120)
+
+
+def scenario(env, *args) -> tuple:
+    proc = subprocess.run([sys.executable, "-m", "analysis", "scenario", *args, "--versions", V, "--repeat", "1"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    md = Path(re.search(r"written: (\S+scenario\.md)", proc.stdout).group(1))
+    return json.loads((md.parent / "scenario.json").read_text()), md.read_text()
+
+
+@pytest.mark.parametrize("name,a,b", [("batching", "off", "on"), ("protocols", "rest", "grpc")])
+def test_side_by_side_scenarios(env, name, a, b):
+    res, md = scenario(env, name)
+    assert [r["concurrency"] for r in res["rows"]] == [4, 16]  # the quick profile's levels
+    for r in res["rows"]:
+        for side in (a, b):
+            assert r[side]["valid"] and r[side]["errors"] == 0 and r[side]["qps"] > 50 and r[side]["p99_ms"] > 0
+        assert r["qps_ratio"] == pytest.approx(r[b]["qps"] / r[a]["qps"])
+        assert f"| {V} | {r['concurrency']} | {r[a]['qps']:.1f} | {r[b]['qps']:.1f} | {r['qps_ratio']:.2f}x |" in md
+
+
+def test_sweep_restarts_per_config_and_finds_the_pareto_front(env):
+    res, md = scenario(env, "sweep", "--max-batch", "1 32", "--timeout-us", "1000", "--threads", "1",
+                       "--concurrency", "16")
+    points = {p["max_batch_size"]: p for p in res["points"]}
+    assert set(points) == {1, 32} and all(p["valid"] and p["errors"] == 0 for p in points.values())
+    configs = sorted(p.name for p in (Path(env["TFSB_RESULTS"]) / res["run_id"] / "batching").iterdir())
+    assert configs == ["b1-t1000-k1.config", "b32-t1000-k1.config"]
+    # Batches of 32 against batches of 1 at 16 in flight: the seeds' lesson, several times the QPS.
+    assert points[32]["qps"] > 1.5 * points[1]["qps"]
+    for p in res["points"]:
+        dominated = any(q["qps"] >= p["qps"] and q["p99_ms"] <= p["p99_ms"] and q is not p for q in res["points"])
+        assert (p in res["pareto"]) != dominated
+    assert res["best"]["max_batch_size"] == 32 and "Best under the SLA: max_batch_size 32" in md
+
+
+def test_hot_update_under_load_switches_without_errors(env):
+    res, md = scenario(env, "hot-update", "--rate", "80")
+    [row] = res["rows"]
+    assert row["errors"] == 0
+    assert row["switch_s"] is not None and 0 < row["switch_s"] < 10  # poll every 1 s, load and warm up
+    assert all(row["p99_ms"][k] > 0 for k in ("before", "during", "after"))
+    assert f"| {V} | 80/s | {row['switch_s']:.2f} | 0 |" in md
