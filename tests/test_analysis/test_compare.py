@@ -111,11 +111,12 @@ def test_regression_gate_passes_the_same_model_and_fails_a_slower_one(run, env):
     again = analysis(env, "baseline", "--run", run_id, "--name", name)
     assert again.returncode == 2 and "FORCE=1" in again.stderr
     v = TEST_VERSIONS[0]
-    same = analysis(env, "regress", "--baseline", name, "--version", v, "--tolerance", "0.25")
+    # 50%: windows of 4 s on a shared 2-core box move by tens of percent; the slow model is ~100x slower.
+    same = analysis(env, "regress", "--baseline", name, "--version", v, "--tolerance", "0.5")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "PASS" in same.stdout
     slow = example_model(v, extra_layers=16)  # sixteen 2048x2048 layers: many times the work
-    worse = analysis(env, "regress", "--baseline", name, "--version", v, "--tolerance", "0.25",
+    worse = analysis(env, "regress", "--baseline", name, "--version", v, "--tolerance", "0.5",
                      "--model", str(slow))
     assert worse.returncode == 1, worse.stdout + worse.stderr
     assert "REGRESSED" in worse.stdout and "FAIL" in worse.stdout
