@@ -16,7 +16,6 @@ import subprocess
 import time
 from pathlib import Path
 
-from stack.compose import TARGETS_DIR
 from stack.procs import write_atomic
 from stack.promconfig import service
 
@@ -48,7 +47,9 @@ def compose_command() -> list:
 
 
 def compose(*args, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run(compose_command() + list(args), cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    env = dict(os.environ, TFSB_TARGETS_DIR=str(targets_file().parent))  # the file_sd mount (compose.py)
+    proc = subprocess.run(compose_command() + list(args), cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
     if check and proc.returncode != 0:
         tail = [ln for ln in (proc.stderr or proc.stdout).strip().splitlines() if ln.strip()][-3:]
         raise DockerError(f"docker compose {args[0]} failed: {' / '.join(tail)}")
@@ -72,7 +73,9 @@ def ensure_env_file(path: Path = ROOT / ".env") -> Path:
 
 
 def targets_file() -> Path:
-    return ROOT / TARGETS_DIR / "tfserving.json"
+    """Prometheus' file_sd list of the versions `up` started, in this stack's state directory."""
+    state = Path(os.environ["TFSB_STATE"]) if os.environ.get("TFSB_STATE") else ROOT / ".state"
+    return state / "docker" / "targets" / "tfserving.json"
 
 
 def write_targets(names: list) -> None:
