@@ -57,6 +57,17 @@ class RestDriver:
             self.nconns -= 1
             raise
 
+    def _take_idle(self):
+        """A live idle connection, or None. The server may have closed one while it sat idle
+        (its keep-alive timeout): writing to it would fail, so it is dropped and counted."""
+        while self.idle:
+            conn = self.idle.pop()
+            if not conn.closed and not conn.transport.is_closing():
+                return conn
+            self.nconns -= 1
+            self.reconnects += 1
+        return None
+
     def _send(self, conn, start: float, phase: Phase, on_finish) -> None:
         self.in_flight += 1
         phase.sent += 1
@@ -118,12 +129,12 @@ class RestDriver:
             next_request(None)
 
         for _ in range(concurrency):
-            next_request(self.idle.popleft() if self.idle else None)
+            next_request(self._take_idle())
         await done
 
     # ---- open loop -----------------------------------------------------------------
     def open_dispatch(self, phase: Phase, intended: float, pending: collections.deque) -> None:
-        conn = self.idle.pop() if self.idle else None
+        conn = self._take_idle()
         if conn is not None:
             self._send(conn, intended, phase, lambda c: self._open_next(c, pending))
             return

@@ -114,6 +114,12 @@ class HttpConnection(asyncio.Protocol):
         if done is not None:
             done(0, err)
 
+    def eof_received(self):
+        # The server closes a keep-alive connection (its idle timeout): unusable from now on, even
+        # before connection_lost arrives (a later write would raise on a closed transport).
+        self.closed = True
+        return False
+
     def connection_lost(self, exc) -> None:
         self.closed = True
         if self.done is not None:

@@ -32,6 +32,7 @@ class Behaviour:
     body: bytes = ANSWER
     hang: bool = False               # never answer predicts
     reset: bool = False              # close the connection instead of answering
+    keepalive_s: float = 75.0        # close keep-alive connections idle this long (aiohttp's default)
 
 
 class FakeServing:
@@ -63,7 +64,7 @@ class FakeServing:
         app = web.Application()
         app.router.add_get("/v1/models/my_model/metadata", lambda r: web.json_response(META))
         app.router.add_post("/v1/models/my_model:predict", self._predict)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, keepalive_timeout=self.b.keepalive_s)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

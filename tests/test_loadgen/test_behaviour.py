@@ -109,3 +109,16 @@ def test_summary_json_has_config_stats_and_validity(tmp_path):
     total = sum(p["completed"] for p in summary["targets"][0]["phases"].values())
     assert total == served  # every request the server saw was counted once
     json.dumps(summary)
+
+
+def test_connections_the_server_closes_while_idle_are_replaced_not_crashed_on(tmp_path):
+    """The soak found it: a keep-alive connection closed by the server's idle timeout, then reused."""
+    with FakeServing(Behaviour(delay=lambda: 0.001, keepalive_s=0.2)) as srv:
+        proc, summary = loadgen_summary(tmp_path, [
+            "run", "--target", f"2.9=rest://127.0.0.1:{srv.port}", "--rate", "8", "--duration", "6s",
+            "--warmup", "0", "--metrics-port", "0", "--min-requests", "10"])
+        served = srv.requests
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    st = steady(summary)
+    assert st["errors"] == {} and st["ok"] == served >= 30
+    assert summary["partial"] is False
