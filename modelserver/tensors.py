@@ -83,8 +83,9 @@ def json_to_array(name: str, value, np_dtype: np.dtype) -> np.ndarray:
     if np_dtype.kind in "iu" and kind not in "iub":
         raise invalid(f"input {name!r} expects integers, got non-integral numbers")
     try:
-        return raw.astype(np_dtype, copy=False)
-    except (ValueError, OverflowError):
+        with np.errstate(over="raise"):  # 1e300 as float32 is an error, not a silent inf
+            return raw.astype(np_dtype, copy=False)
+    except (ValueError, OverflowError, FloatingPointError):
         raise invalid(f"input {name!r} does not fit {np_dtype.name}") from None
 
 

@@ -112,6 +112,14 @@ def test_graph_links_render_in_chromium(running, tmp_path):
             assert f'version="{v}"' in dom, f"{title}: the graph shows no series of {v}"
 
 
+def _loopback(ip: str) -> bool:
+    """127.0.0.1, or the same seen through an IPv6 socket (gRPC binds ::ffff:127.0.0.1)."""
+    import ipaddress
+
+    addr = ipaddress.ip_address(ip)
+    return (getattr(addr, "ipv4_mapped", None) or addr).is_loopback
+
+
 def test_every_listener_of_the_stack_binds_loopback_by_default(running):
     """SECURITY.md: nothing `make up` (or the load generator) starts listens beyond 127.0.0.1."""
     import psutil
@@ -126,7 +134,7 @@ def test_every_listener_of_the_stack_binds_loopback_by_default(running):
             if c.status == psutil.CONN_LISTEN:
                 listening[(proc.name(), c.laddr.port)] = c.laddr.ip
     assert len(listening) >= 2 * len(TEST_VERSIONS) + 3  # REST + gRPC per version, and the others
-    exposed = {k: ip for k, ip in listening.items() if ip != "127.0.0.1"}
+    exposed = {k: ip for k, ip in listening.items() if not _loopback(ip)}
     assert not exposed, f"listeners beyond loopback: {exposed}"
 
 
