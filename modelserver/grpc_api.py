@@ -87,7 +87,8 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 def build_server(api, manager, metrics, address: str, max_message_bytes: int,
                  max_concurrent_rpcs: int = 0):
     # RPCs beyond max_concurrent_rpcs are answered RESOURCE_EXHAUSTED by grpc itself.
-    server = grpc.aio.server(maximum_concurrent_rpcs=max_concurrent_rpcs or None, options=[("grpc.max_receive_message_length", max_message_bytes),
+    server = grpc.aio.server(maximum_concurrent_rpcs=max_concurrent_rpcs or None,
+                             options=[("grpc.max_receive_message_length", max_message_bytes),
                                       ("grpc.max_send_message_length", max_message_bytes),
                                       ("grpc.so_reuseport", 0)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(api, manager, metrics),

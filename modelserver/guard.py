@@ -26,22 +26,24 @@ class _Guarded(asyncio.Protocol):
     """Delegates to aiohttp's RequestHandler; tells the guard when bytes arrive and when it closes."""
 
     def __init__(self, guard: "ConnectionGuard", inner):
-        self.guard, self.inner, self.transport = guard, inner, None
+        self.guard, self.inner, self.transport, self.admitted = guard, inner, None, False
 
     def connection_made(self, transport):
         self.transport = transport
-        if not self.guard.admit(transport):
+        self.admitted = self.guard.admit(transport)
+        if not self.admitted:  # over the cap: answer 503 and close; aiohttp never sees it
             transport.write(_BUSY)
             transport.close()
             return
         self.inner.connection_made(transport)
 
     def data_received(self, data):
-        self.guard.arm(self.transport)
-        self.inner.data_received(data)
+        if self.admitted:
+            self.guard.arm(self.transport)
+            self.inner.data_received(data)
 
     def eof_received(self):
-        return self.inner.eof_received()
+        return self.inner.eof_received() if self.admitted else False
 
     def connection_lost(self, exc):
         if self.guard.release(self.transport):

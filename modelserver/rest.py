@@ -129,8 +129,8 @@ class RestAPI:
         try:
             raw = await asyncio.wait_for(request.read(), self.read_timeout_s)
         except web.HTTPRequestEntityTooLarge:  # (its max_size attribute is missing in older aiohttp)
-            return web.Response(body=orjson.dumps({"error": f"request body larger than {self.max_body_bytes} bytes"}),
-                                status=413, content_type=_JSON)
+            too_large = {"error": f"request body larger than {self.max_body_bytes} bytes"}
+            return web.Response(body=orjson.dumps(too_large), status=413, content_type=_JSON)
         except asyncio.TimeoutError:
             return web.Response(body=b'{"error": "timed out reading the request body"}', status=408,
                                 content_type=_JSON)

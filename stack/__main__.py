@@ -82,14 +82,10 @@ def cmd_down(args, reg) -> int:
 
 
 def cmd_status(args, reg) -> int:
-    from stack import local
-
-    from stack import ports
+    from stack import docker_runtime, local, ports
     from stack.targets import scrape_health
 
     rows = local.status(reg)
-    from stack import docker_runtime
-
     if docker_runtime.targeted_versions():
         for svc, state in docker_runtime.status():
             running = state.startswith("running")

@@ -77,8 +77,8 @@ def version_states(port: int, model: str, timeout: float = 1.0) -> dict:
 
 
 def up_version(version: Version, registry: Registry, model_path: str | None = None, model_name: str = MODEL_NAME,
-               batching: bool = True, bind: str = "127.0.0.1", timeout_s: float = 180, batching_file: Path | None = None,
-               log=print) -> dict:
+               batching: bool = True, bind: str = "127.0.0.1", timeout_s: float = 180,
+               batching_file: Path | None = None, log=print) -> dict:
     d = version_dir(version)
     d.mkdir(parents=True, exist_ok=True)
     pid_file, log_file = d / "modelserver.pid", d / "modelserver.log"
