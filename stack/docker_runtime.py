@@ -65,10 +65,7 @@ def ensure_env_file(path: Path = ROOT / ".env") -> Path:
     gid = sock.stat().st_gid if sock.exists() else 0
     text = (f"# written by `make up` (docker runtime); keep it private\n"
             f"GRAFANA_ADMIN_PASSWORD={secrets.token_urlsafe(18)}\nDOCKER_GID={gid}\n")
-    fd = os.open(f"{path}.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(f"{path}.tmp", path)
+    write_atomic(path, text, mode=0o600)
     return path
 
 

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from stack.registry import load_registry
-from stack.venvs import home, uv_binary
+from stack.venvs import home, run_or_raise, uv_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -41,11 +41,8 @@ class ImageError(RuntimeError):
     """One line for the user."""
 
 
-def _run(cmd: list, what: str, **kw) -> None:  # like stack.venvs._run, but ImageError and stdin
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if proc.returncode != 0:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise ImageError(f"{what} failed: {' / '.join(tail)}")
+def _run_image(cmd: list, what: str, **kw) -> None:
+    run_or_raise(cmd, what, error=ImageError, **kw)
 
 
 def _rootfs_tarball(log) -> Path:
@@ -58,9 +55,9 @@ def _rootfs_tarball(log) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         log(f"images: debootstrap bookworm minbase + python3 from {MIRROR} (about 45 s)")
-        _run(["debootstrap", "--variant=minbase", "--include=python3", "bookworm", f"{tmp}/rootfs", MIRROR],
-             "debootstrap")
-        _run(["tar", "-C", f"{tmp}/rootfs", "-cf", f"{tmp}/rootfs.tar", "."], "tar of the rootfs")
+        _run_image(["debootstrap", "--variant=minbase", "--include=python3", "bookworm", f"{tmp}/rootfs", MIRROR],
+                   "debootstrap")
+        _run_image(["tar", "-C", f"{tmp}/rootfs", "-cf", f"{tmp}/rootfs.tar", "."], "tar of the rootfs")
         os.replace(f"{tmp}/rootfs.tar", tarball)
     return tarball
 
@@ -87,13 +84,13 @@ def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: s
     with tempfile.TemporaryDirectory(dir=home() / "images") as tmp:
         rootfs = Path(tmp) / "rootfs"
         rootfs.mkdir()
-        _run(["tar", "-C", str(rootfs), "-xf", str(tarball)], "unpacking the rootfs")
+        _run_image(["tar", "-C", str(rootfs), "-xf", str(tarball)], "unpacking the rootfs")
         log(f"images: installing {len(pins)} package(s) into {tag}")
         target = ["--target", f"{rootfs}{SITE}", "--python-version", "3.11",
                   "--python-platform", "x86_64-manylinux_2_28"]
-        _run([uv, "pip", "install", "-q", *target, *pins], "uv pip install into the image")
+        _run_image([uv, "pip", "install", "-q", *target, *pins], "uv pip install into the image")
         if no_deps:
-            _run([uv, "pip", "install", "-q", "--no-deps", *target, *no_deps], "uv pip install --no-deps")
+            _run_image([uv, "pip", "install", "-q", "--no-deps", *target, *no_deps], "uv pip install --no-deps")
         for part in parts:
             shutil.copytree(ROOT / part, rootfs / "app" / part, ignore=shutil.ignore_patterns("__pycache__"))
         with open(rootfs / "etc/passwd", "a") as f:
@@ -101,8 +98,8 @@ def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: s
         extra(rootfs)
         log(f"images: docker import {tag}")
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        _run(["docker", "import", "-c", f"ENV PYTHONPATH={SITE}:/app", "-c", "WORKDIR /app",
-              "-c", f"USER {USER_ID}", "-", tag], "docker import", stdin=tar.stdout)
+        _run_image(["docker", "import", "-c", f"ENV PYTHONPATH={SITE}:/app", "-c", "WORKDIR /app",
+                    "-c", f"USER {USER_ID}", "-", tag], "docker import", stdin=tar.stdout)
         tar.wait()
     return tag
 

@@ -57,16 +57,6 @@ def server_command(python: str, version: Version, cfg_path: Path, batching: bool
     return cmd
 
 
-def model_status(port: int, model: str, timeout: float = 1.0) -> str | None:
-    """The state of the newest version (e.g. AVAILABLE), or None when the server doesn't answer."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/{model}", timeout=timeout) as r:
-            states = json.load(r)["model_version_status"]
-        return states[0]["state"] if states else None
-    except (OSError, ValueError, KeyError):
-        return None
-
-
 def version_states(port: int, model: str, timeout: float = 1.0) -> dict:
     """{version: state} of every version the server reports ({} when it doesn't answer)."""
     try:
@@ -74,6 +64,11 @@ def version_states(port: int, model: str, timeout: float = 1.0) -> dict:
             return {s["version"]: s["state"] for s in json.load(r)["model_version_status"]}
     except (OSError, ValueError, KeyError):
         return {}
+
+
+def model_status(port: int, model: str, timeout: float = 1.0) -> str | None:
+    """The state of the newest version (e.g. AVAILABLE), or None when the server doesn't answer."""
+    return next(iter(version_states(port, model, timeout).values()), None)
 
 
 def up_version(version: Version, registry: Registry, model_path: str | None = None, model_name: str = MODEL_NAME,

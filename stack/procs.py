@@ -9,9 +9,12 @@ from pathlib import Path
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write text to path via a temp file and a rename. The temp file is created with `mode`,
+    so a secret (.env) is never readable by others, not even for a moment."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.chmod(tmp, mode)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as f:
+        f.write(text)
+    os.chmod(tmp, mode)  # exactly `mode`, whatever the umask
     os.replace(tmp, path)
 
 

@@ -47,7 +47,7 @@ def find_python(minor: str) -> str:
     found = subprocess.run([uv, "python", "find", "--system", minor], capture_output=True, text=True)
     if found.returncode == 0 and found.stdout.strip():
         return found.stdout.strip()
-    _run([uv, "python", "install", minor], f"install Python {minor}")
+    run_or_raise([uv, "python", "install", minor], f"install Python {minor}")
     return subprocess.run([uv, "python", "find", minor], capture_output=True, text=True, check=True).stdout.strip()
 
 
@@ -58,11 +58,13 @@ def uv_binary() -> str:
     return uv
 
 
-def _run(cmd: list[str], what: str, env: dict | None = None) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+def run_or_raise(cmd: list[str], what: str, error: type = VenvError, **kw) -> None:
+    """Run cmd; on failure raise `error` with one line: what failed and the last lines it printed."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise VenvError(f"{what} failed: {' | '.join(tail)}")
+        raise error(f"{what} failed: {' | '.join(tail)}")
+
 
 
 def ensure_venv(version: Version, registry: Registry, gpu: bool = False, log=print) -> Path:
@@ -75,13 +77,15 @@ def ensure_venv(version: Version, registry: Registry, gpu: bool = False, log=pri
     log(f"creating venv for TF Serving {version.name} (TensorFlow {version.tensorflow}, Python {version.python}) at {path}")
     uv = uv_binary()
     path.parent.mkdir(parents=True, exist_ok=True)
-    _run([uv, "venv", "-q", "-p", find_python(version.python), str(path)], f"uv venv for {version.name}")
+    run_or_raise([uv, "venv", "-q", "-p", find_python(version.python), str(path)], f"uv venv for {version.name}")
     env = dict(os.environ, VIRTUAL_ENV=str(path))
     env.pop("UV_PROJECT_ENVIRONMENT", None)
-    _run([uv, "pip", "install", "-q", *version.requirements(registry.server_pip, gpu)], f"installing TF {version.tensorflow}", env)
+    run_or_raise([uv, "pip", "install", "-q", *version.requirements(registry.server_pip, gpu)],
+                 f"installing TF {version.tensorflow}", env=env)
     # tensorflow-serving-api depends on the `tensorflow` distribution, which would
     # install a second TF over tensorflow-cpu's files: take the stubs alone.
-    _run([uv, "pip", "install", "-q", "--no-deps", version.serving_api], "installing tensorflow-serving-api", env)
+    run_or_raise([uv, "pip", "install", "-q", "--no-deps", version.serving_api], "installing tensorflow-serving-api",
+                 env=env)
     (path / ".complete").write_text("\n".join(_pins(version, registry, gpu)) + "\n")
     return path
 
