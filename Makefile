@@ -5,7 +5,7 @@ VERSIONS ?= $(VERSION)
 RUNTIME  ?= auto
 export VERSION VERSIONS RUNTIME
 
-.PHONY: setup demo up down status load watch compare report baseline regress scenario sweep exporter images test clean
+.PHONY: setup demo up down status load watch compare calibrate report baseline regress scenario sweep exporter images test clean
 
 .venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -34,8 +34,11 @@ load: setup                     ## make load VERSION=2.9 RATE=500 DURATION=60s |
 watch: setup                    ## live terminal view of the comparison panels (Ctrl-C to leave)
 	$(PY) -m stack watch
 
-compare: setup                  ## make compare VERSIONS="2.9 2.21" [PROFILE=quick|standard] [REPEAT=3] [PROTOCOL=rest|grpc|both]
+compare: setup                  ## make compare VERSIONS="2.9 2.21" [ROWS="1 32"] [BATCHING=on|off|both] [PROTOCOL=rest|grpc|both] [PROFILE=quick|standard|file.yaml] [REPEAT=] [SLA_MS=] [ISOLATE=0]
 	$(PY) -m analysis compare --versions "$(if $(filter command line environment,$(origin VERSIONS)),$(VERSIONS),2.9 2.21)"
+
+calibrate: setup                ## make calibrate VERSION=2.21 [PROFILE=..] [ROWS=..]: A/A, the version against a second server of itself
+	$(PY) -m analysis calibrate --version "$(if $(filter command line environment,$(origin VERSION)),$(VERSION),2.21)"
 
 report: setup                   ## make report RUN=<run id>
 	$(PY) -m analysis report --run "$(RUN)"

@@ -10,32 +10,76 @@ from analysis import baseline, runstore
 from analysis.profiles import get as get_profile
 
 
-def _protocols(p: str) -> list:
-    if p not in ("rest", "grpc", "both"):
-        raise ValueError(f"PROTOCOL must be rest, grpc or both, got {p!r}")
-    return ["rest", "grpc"] if p == "both" else [p]
+def settings_from(a, versions: list):
+    """The compare's dimensions from flags (each also read from the Makefile's variables)."""
+    from analysis import plan
+
+    profile = get_profile(a.profile)
+    repeat = a.repeat if a.repeat is not None else profile.repeat
+    if repeat < 1:
+        raise ValueError(f"REPEAT must be >= 1, got {repeat}")
+    sla = plan.parse_sla(a.sla_ms) or profile.sla_p99_ms
+    s = plan.Settings(tuple(v.name for v in versions), plan.parse_rows(a.rows),
+                      plan.parse_choice(a.batching, "BATCHING", plan.BATCHING),
+                      plan.parse_choice(a.protocol, "PROTOCOL", plan.PROTOCOLS), profile, repeat, sla)
+    return s
 
 
-def cmd_compare(a) -> int:
+def _check_rows_fit_batches(settings) -> None:
+    """With batching on, a request larger than max_batch_size is refused by TF Serving: say so now."""
+    from modelserver.configs import load_batching
+    from stack.local import CONFIGS
+
+    if True in settings.batching:
+        limit = load_batching(str(CONFIGS / "batching.config")).max_batch_size
+        if max(settings.rows) > limit:
+            raise ValueError(f"ROWS {max(settings.rows)} is larger than max_batch_size {limit} of "
+                             "monitoring_configs/batching.config; use BATCHING=off or fewer rows")
+
+
+def _compare(a, reg, versions, log=print) -> int:
     from analysis.compare import run_compare
     from analysis.report import write
-    from stack.registry import load_registry
+    from stack import placement
     from stack.runtime import pick_runtime
+    from stack.serving import LocalServing
 
-    reg = load_registry()
-    versions = reg.select(a.versions)
-    profile, protocols = get_profile(a.profile), _protocols(a.protocol)
-    if a.repeat < 1:
-        raise ValueError(f"REPEAT must be >= 1, got {a.repeat}")
+    settings = settings_from(a, versions)
+    _check_rows_fit_batches(settings)
     runtime = pick_runtime(a.runtime)
+    if runtime != "local":
+        raise ValueError("compare brings its servers up in the local runtime; for servers started otherwise "
+                         "(docker, a cluster) give their addresses: TARGETS=\"2.9=grpc://host:8500 ...\"")
+    place = placement.plan(None, placement.isolate_from_env())
+    serving = LocalServing(reg, versions, a.model or None, cpus=place.servers if place.isolated else None, log=log)
     t0 = time.time()
-    print(f"compare {' '.join(v.name for v in versions)}: profile {profile.name}, {a.repeat} repeats, "
-          f"{'/'.join(protocols)}, runtime {runtime}")
-    run = run_compare(reg, versions, protocols, profile, a.repeat, a.run, runtime, a.model or None)
-    print(f"measured in {time.time() - t0:.0f}s; run id {run['run_id']}")
+    log(f"compare {' '.join(settings.versions)}: profile {settings.profile.name}, {settings.repeat} repeats, rows "
+        f"{'/'.join(map(str, settings.rows))}, batching {'/'.join('on' if b else 'off' for b in settings.batching)}, "
+        f"{'/'.join(settings.protocols)}, SLA P99 {settings.sla_p99_ms:g} ms, runtime {runtime}; "
+        + ("client on cores " + placement.Placement.cpuset(place.client) + ", servers on "
+           + placement.Placement.cpuset(place.servers) if place.isolated else f"not isolated: {place.reason}"))
+    run = run_compare(settings, serving, place, a.run, runtime, a.model or None, log=log)
+    log(f"measured in {time.time() - t0:.0f}s; run id {run['run_id']}")
     rep = write(run["run_id"])
     print(open(rep["files"]["md"]).read())
     return 0
+
+
+def cmd_compare(a) -> int:
+    from stack.registry import load_registry
+
+    reg = load_registry()
+    return _compare(a, reg, reg.select(a.versions))
+
+
+def cmd_calibrate(a) -> int:
+    """An A/A run: the version against a second server of itself, through the whole protocol."""
+    from stack.registry import load_registry
+
+    reg = load_registry()
+    name = reg.get(a.version).name
+    reg = reg.with_alias(name)
+    return _compare(a, reg, [reg.get(name), reg.get(name + "-b")])
 
 
 def _ints(text: str, what: str) -> list:
@@ -101,17 +145,23 @@ def cmd_baseline(a) -> int:
 
 def cmd_regress(a) -> int:
     from analysis.compare import run_compare
+    from analysis.plan import Settings
     from analysis.profiles import Profile
     from analysis.report import build
+    from stack import placement
     from stack.registry import load_registry
+    from stack.serving import LocalServing
 
     base = baseline.load(a.baseline)
     reg = load_registry()
     version = reg.get(a.version)
     cfg = base["config"]
     profile = Profile(**{**cfg["profile"], "search_probes": 0})  # the gate compares levels; no QPS search
-    run = run_compare(reg, [version], cfg["protocols"], profile, cfg["repeat"], "", cfg["runtime"],
-                      a.model or None, log=lambda *_: None)
+    settings = Settings((version.name,), tuple(cfg["rows"]), tuple(cfg["batching"]), tuple(cfg["protocols"]),
+                        profile, cfg["repeat"], cfg["sla_p99_ms"])
+    place = placement.plan(None, placement.isolate_from_env())
+    serving = LocalServing(reg, [version], a.model or None, cpus=place.servers if place.isolated else None)
+    run = run_compare(settings, serving, place, "", "local", a.model or None, log=lambda *_: None)
     current = build(run["run_id"], log=lambda *_: None)
     rows = baseline.gate(base, current, version.name, a.tolerance)
     if not rows:
@@ -130,13 +180,22 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m analysis")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compare", help="the whole protocol, repeated, with a report")
-    c.add_argument("--versions", default=os.environ.get("VERSIONS", "2.9 2.21"))
-    c.add_argument("--profile", default=os.environ.get("PROFILE", "quick"))
-    c.add_argument("--protocol", default=os.environ.get("PROTOCOL", "rest"))
-    c.add_argument("--repeat", type=int, default=int(os.environ.get("REPEAT", "3")))
-    c.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
-    c.add_argument("--run", default=os.environ.get("RUN", ""), help="resume this run id")
-    c.add_argument("--model", default=os.environ.get("MODEL", ""))
+    c.add_argument("--versions", default=os.environ.get("VERSIONS", "2.9 2.21"), help="baseline first")
+    cal = sub.add_parser("calibrate", help="A/A: a version against a second server of itself; every verdict "
+                                           "must read 'no significant difference'")
+    cal.add_argument("--version", default=os.environ.get("VERSION", "2.21"))
+    for sp in (c, cal):
+        sp.add_argument("--profile", default=os.environ.get("PROFILE", "quick"),
+                        help="quick, standard, or a YAML profile's path (default: %(default)s)")
+        sp.add_argument("--rows", default=os.environ.get("ROWS", "1"), help='rows per request, e.g. "1 32"')
+        sp.add_argument("--batching", default=os.environ.get("BATCHING", "on"), help="on, off or both")
+        sp.add_argument("--protocol", default=os.environ.get("PROTOCOL", "rest"), help="rest, grpc or both")
+        sp.add_argument("--sla-ms", default=os.environ.get("SLA_MS", ""), help="P99 SLA (default: the profile's)")
+        sp.add_argument("--repeat", type=int, default=int(os.environ["REPEAT"]) if os.environ.get("REPEAT") else None,
+                        help="repeats per cell (default: the profile's)")
+        sp.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
+        sp.add_argument("--run", default=os.environ.get("RUN", ""), help="resume this run id")
+        sp.add_argument("--model", default=os.environ.get("MODEL", ""))
     r = sub.add_parser("report", help="tables and charts of a finished run")
     r.add_argument("--run", required=True)
     q = sub.add_parser("query", help="evaluate PromQL at the end of a run ($window = the run's span)")
@@ -164,7 +223,7 @@ def main(argv=None) -> int:
     sc.add_argument("--rate", type=float, default=float(os.environ.get("RATE", "100")), help="hot-update: req/s")
     a = p.parse_args(argv)
     try:
-        return {"compare": cmd_compare, "report": cmd_report, "query": cmd_query, "baseline": cmd_baseline,
+        return {"compare": cmd_compare, "calibrate": cmd_calibrate, "report": cmd_report, "query": cmd_query, "baseline": cmd_baseline,
                 "regress": cmd_regress, "scenario": cmd_scenario}[a.cmd](a)
     except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -44,14 +44,17 @@ def load(name: str) -> dict:
 
 def gate(base: dict, current: dict, version: str, tolerance: float = 0.10) -> list:
     """[(level, metric, baseline, current, limit, regressed)] for every level both runs have."""
+    def where(r):
+        return r["batching"], r["rows_per_request"], r["protocol"], r["mode"], r["level"]
+
     bver = base["baseline_version"]
-    brows = {(r["protocol"], r["mode"], r["level"]): r for r in base["rows"] if r["version"] == bver}
+    brows = {where(r): r for r in base["rows"] if r["version"] == bver}
     out = []
     for r in current["rows"]:
-        if r["version"] != version or (r["protocol"], r["mode"], r["level"]) not in brows:
+        if r["version"] != version or where(r) not in brows:
             continue
-        b = brows[(r["protocol"], r["mode"], r["level"])]
-        level = f"{r['protocol']} {r['mode']} {r['level']:g}"
+        b = brows[where(r)]
+        level = f"{r['protocol']} {r['rows_per_request']}r {r['mode']} {r['level']:g}"
         # P99: worse when the current mean exceeds the baseline's upper CI bound by more than the tolerance.
         bp, cp = b["p99_ms"], r["p99_ms"]
         limit = (bp["ci_high"] if bp["ci_high"] is not None else bp["mean"]) * (1 + tolerance)

@@ -1,48 +1,34 @@
 """`make compare`: the benchmark protocol, repeated and interleaved, resumable.
 
-For each version: bring-up and cold start; then, REPEAT times, every load level
-for every version in turn (ABAB, so drift in the machine does not favour one
-version); then the max-QPS search under the SLA. Each measurement is a loadgen
-run (warmup excluded) whose window is recorded, so the report can ask Prometheus
-about exactly that window. Statistics and PromQL are done by analysis.report.
+For each batching mode: the servers up in that mode; the first time, each one's cold start and
+the in-process TensorFlow ceiling of each version; then every cell (analysis/plan.py) in turn,
+each a load-generator run whose warmup is excluded and whose edges are exact: the server's own
+counters are read directly when nothing is in flight, before the warmup, between warmup and
+steady window, and after it. Then the max-QPS search under the SLA. Everything is saved after
+every step (results/<run id>/compare.json), so an interrupted compare resumes where it stopped.
+Statistics and PromQL are done by analysis.report.
 """
 from __future__ import annotations
 
 import copy
-import json
 import time
-import urllib.request
 
-from analysis import runstore
-from analysis.profiles import Profile
+from analysis import ceiling, counters, plan, runstore
+from analysis.plan import Settings
 from loadgen.app import build_payloads, check_writable, measure
 from loadgen.cli import new_run_id
-from loadgen.scenario import Load, Scenario, Target, check
+from loadgen.scenario import Load, Payload, Scenario, Target, check
 from loadgen.search import search_one
-from stack import local, monitoring, ports, procs
+from stack import ports
+from stack.promconfig import SCRAPE_INTERVAL_S
 
-
-def cold_start(version, reg, model_path=None, log=print) -> dict:
-    """Restart the version's server and time process start -> AVAILABLE -> first successful predict."""
-    procs.stop(local.version_dir(version) / "modelserver.pid")
-    t0 = time.perf_counter()
-    local.up_version(version, reg, model_path=model_path, log=lambda *_: None)
-    t_avail = time.perf_counter()
-    body = json.dumps({"instances": [[0.5] * 784]}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{ports.rest(version)}/v1/models/{local.MODEL_NAME}:predict",
-                                 data=body, headers={"Content-Type": "application/json"})
-    t1 = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=30) as r:
-        r.read()
-    t2 = time.perf_counter()
-    out = {"to_available_s": t_avail - t0, "first_request_ms": (t2 - t1) * 1000, "to_first_predict_s": t2 - t0}
-    log(f"  cold start {version.name}: AVAILABLE after {out['to_available_s']:.1f}s, first predict "
-        f"{out['first_request_ms']:.1f} ms")
-    return out
+# A server idle this long before and after its cell has a Prometheus sample on each side taken
+# with nothing in flight: the reconciliation can then be exact (analysis/reconcile.py).
+IDLE_EDGE_S = SCRAPE_INTERVAL_S + 0.5
 
 
 def wait_scraped(prom: str, names: list, timeout_s: float = 30) -> None:
-    """Measure only once Prometheus scrapes every version (windows need samples on both edges)."""
+    """Measure only once Prometheus scrapes every server (windows need samples on both edges)."""
     from stack.targets import query
 
     deadline = time.monotonic() + timeout_s
@@ -52,93 +38,171 @@ def wait_scraped(prom: str, names: list, timeout_s: float = 30) -> None:
         except OSError:
             up = set()
         if set(names) <= up:
-            time.sleep(4)  # two more scrapes: counters have a sample before the first window starts
+            time.sleep(2 * SCRAPE_INTERVAL_S)  # counters have a sample before the first window starts
             return
         time.sleep(0.5)
     raise RuntimeError(f"Prometheus at {prom} does not scrape all of {names} after {timeout_s:.0f}s")
 
 
-def scenario(version, protocol: str, mode: str, level, p: Profile, run_id: str) -> Scenario:
-    port = ports.rest(version) if protocol == "rest" else ports.grpc(version)
+def scenario(server, protocol: str, mode: str, level, p, run_id: str, rows: int = 1,
+             sla_p99_ms: float | None = None) -> Scenario:
+    host, port = server.address(protocol)
     load = Load(mode=mode, concurrency=int(level) if mode == "closed" else 1,
                 rate=float(level) if mode != "closed" else 0.0, duration=p.window_s, warmup=p.warmup_s,
                 min_requests=20)
-    s = Scenario(targets=[Target(version.name, protocol, "127.0.0.1", port)], load=load, name="compare",
-                 run_id=run_id, metrics_port=ports.port(ports.LOADGEN), linger=0)
+    s = Scenario(targets=[Target(server.name, protocol, host, port, model=server.model)], load=load,
+                 payload=Payload(batch_size=rows), name="compare", run_id=run_id,
+                 metrics_port=ports.port(ports.LOADGEN), linger=0)
     # On a small box the server's threads share the cores with the client, so the scheduler is sometimes
     # descheduled for 10+ ms; latency is measured from the intended send time anyway, so a lag bound of
     # half the SLA keeps such windows valid without hiding the lag (it is reported).
-    s.thresholds.max_send_lag_p99_ms = p.sla_p99_ms / 2
+    s.thresholds.max_send_lag_p99_ms = (sla_p99_ms or p.sla_p99_ms) / 2
     return check(s)
 
 
-def cells(versions, protocols, p: Profile, repeat: int) -> list:
-    """Every measurement, in execution order: repeat -> level -> version (interleaved)."""
-    levels = [("closed", c) for c in p.concurrency] + [("poisson", r) for r in p.rates]
-    return [{"repeat": r, "protocol": proto, "mode": mode, "level": level, "version": v.name}
-            for r in range(repeat) for proto in protocols for mode, level in levels for v in versions]
+class _Edges:
+    """The loadgen's boundary hook: one direct reading of the server's counters per edge."""
+
+    def __init__(self, url: str):
+        self.url, self.readings, self.error = url, {}, ""
+
+    def __call__(self, edge: str) -> None:
+        try:
+            self.readings[edge] = counters.read(self.url)
+        except OSError as e:  # a server that died mid-run: the cell says so, the run goes on
+            self.error = f"cannot read {self.url}: {getattr(e, 'reason', e)}"
+
+    def server(self) -> dict | None:
+        r = self.readings
+        if self.error or not {"start", "warmup", "steady"} <= set(r):
+            return None
+        return {"warmup": counters.delta(r["start"], r["warmup"]), "steady": counters.delta(r["warmup"], r["steady"])}
 
 
-def key(c: dict) -> str:
-    return f"{c['repeat']}/{c['protocol']}/{c['mode']}/{c['level']}/{c['version']}"
+def measure_cell(c: dict, server, settings: Settings, run_id: str, payload: bytes, log_prefix: str = "") -> dict:
+    s = scenario(server, c["protocol"], c["mode"], c["level"], settings.profile, run_id, c["rows"],
+                 settings.sla_p99_ms)
+    edges = _Edges(server.metrics_url)
+    summary = measure(s, {s.targets[0].name: payload}, boundary=edges)
+    t = summary["targets"][0]
+    st, warm = t["phases"]["steady"], t["phases"].get("warmup")
+    marks = {m[0]: m for m in summary["phase_marks"]}
+    server_counts = edges.server()
+    out = {**c, "start": marks["steady"][1], "end": marks["steady"][2],
+           "warmup_start": marks["warmup"][1] if "warmup" in marks else marks["steady"][1],
+           "client": st, "client_warmup": {"sent": warm["sent"], "completed": warm["completed"]} if warm else None,
+           "valid": t["valid"], "ok_hdr": summary["raw"]["targets"][t["name"]]["phases"]["steady"]["ok_hdr"],
+           "server": server_counts, "server_error": edges.error}
+    steady = server_counts["steady"] if server_counts else None
+    out["breakdown"] = counters.breakdown(steady, st["latency_ms"].get("avg")) if steady else None
+    out["server_p99_bucket"] = counters.quantile_bucket(steady["request_buckets"], 0.99) if steady else None
+    return out
 
 
-def run_compare(reg, versions, protocols, p: Profile, repeat: int, run_id: str = "", runtime: str = "local",
-                model_path=None, log=print) -> dict:
+def _describe(c: dict, m: dict) -> str:
+    st, b = m["client"], m["breakdown"] or {}
+    tf = f", TF {b['runtime_ms']:.2f} ms of {st['latency_ms'].get('avg', 0):.2f}" if b.get("runtime_ms") else ""
+    return (f"{'batching' if c['batching'] else 'no batching'} {c['rows']} rows {c['protocol']} {c['mode']} "
+            f"{c['level']:g} {c['version']}: {st['achieved_qps']:.0f} req/s, p99 {st['latency_ms'].get('p99', 0):.2f} ms"
+            + tf + ("" if m["valid"] else "  (invalid: " + "; ".join(st["invalid_reasons"]) + ")")
+            + (f"  ({m['server_error']})" if m["server_error"] else ""))
+
+
+def new_run(run_id: str, settings: Settings, serving, runtime: str, model, placement) -> dict:
+    return {"run_id": run_id, "status": "running", "created": time.time(),
+            "config": {**settings.as_dict(), "runtime": runtime, "model": model or "example",
+                       "servers": {s.name: {"tensorflow": s.tensorflow, "rest": f"{s.host}:{s.rest}",
+                                            "grpc": f"{s.host}:{s.grpc}"} for s in serving.servers}},
+            "placement": placement.as_dict(), "environment": runstore.environment(serving.servers, runtime),
+            "cold_start": {}, "ceiling": {}, "cells": {}, "search": {}, "activity": {}}
+
+
+def _busy(run: dict, names, t0: float) -> None:
+    """Note that the compare kept these servers busy from t0 until now (outside any cell)."""
+    for n in names:
+        run.setdefault("activity", {}).setdefault(n, []).append([t0, time.time()])
+
+
+def run_compare(settings: Settings, serving, placement, run_id: str = "", runtime: str = "local", model=None,
+                log=print) -> dict:
+    from stack.placement import pin_self
+
     run_id = run_id or new_run_id()
     check_writable(str(runstore.run_dir(run_id) / "compare.json"))  # a full disk fails now, not mid-run
     try:
         run = runstore.load(run_id)
         log(f"resuming run {run_id}: {len(run['cells'])} measurements already done")
     except FileNotFoundError:
-        run = {"run_id": run_id, "status": "running", "created": time.time(),
-               "config": {"versions": [v.name for v in versions], "protocols": protocols, "profile": p.__dict__,
-                          "repeat": repeat, "runtime": runtime, "model": model_path or "example"},
-               "environment": runstore.environment(versions, runtime), "cold_start": {}, "cells": {}, "search": {}}
+        run = new_run(run_id, settings, serving, runtime, model, placement)
     runstore.save(run)
-    by_name = {v.name: v for v in versions}
-    for v in versions:
-        if v.name not in run["cold_start"]:
-            run["cold_start"][v.name] = cold_start(v, reg, model_path, log)
+    by_name = {s.name: s for s in serving.servers}
+    todo = [c for c in plan.cells(settings) if plan.key(c) not in run["cells"]]
+    payloads, last_seen = {}, {}
+    for batching in settings.batching:
+        mine = [c for c in todo if c["batching"] == batching]
+        if not mine and run["ceiling"] and not _search_todo(run, settings, batching):
+            continue
+        t0 = time.time()
+        serving.up(batching)
+        _busy(run, by_name, t0)
+        for s in serving.servers if batching == settings.batching[0] else []:
+            if s.name not in run["cold_start"]:
+                t0 = time.time()
+                run["cold_start"][s.name] = cs = serving.cold_start(s, batching)
+                _busy(run, [s.name], t0)
+                log(f"  cold start {s.name}: AVAILABLE after {cs['to_available_s']:.1f}s, first predict "
+                    f"{cs['first_request_ms']:.1f} ms")
+                runstore.save(run)
+        prom = serving.monitoring(settings.sla_p99_ms)
+        wait_scraped(prom, list(by_name))
+        ceiling.measure_all(serving, serving.servers, list(settings.rows), settings.profile.ceiling_windows,
+                            settings.profile.ceiling_window_s, run["ceiling"], lambda: runstore.save(run), log)
+        pin_self(placement.client)  # the client on its own cores (all of them when not isolated)
+        for i, c in enumerate(mine, 1):
+            server = by_name[c["version"]]
+            pkey = (server.name, c["protocol"], c["rows"])
+            if pkey not in payloads:
+                s = scenario(server, c["protocol"], c["mode"], c["level"], settings.profile, run_id, c["rows"])
+                payloads[pkey] = build_payloads(s)[s.targets[0].name]
+            idle_since = last_seen.get(server.name)
+            if idle_since is not None:  # the server idle on both edges of its Prometheus samples
+                time.sleep(max(0.0, idle_since + IDLE_EDGE_S - time.time()))
+            m = measure_cell(c, server, settings, run_id, payloads[pkey])
+            last_seen[server.name] = time.time()
+            run["cells"][plan.key(c)] = m
             runstore.save(run)
-        else:
-            local.up_version(v, reg, model_path=model_path, log=lambda *_: None)
-    monitoring.up_exporter(log=lambda *_: None)
-    prom = monitoring.up_prometheus(reg, sla_p99_ms=p.sla_p99_ms, log=lambda *_: None)
-    wait_scraped(prom, [v.name for v in versions])
-    todo = [c for c in cells(versions, protocols, p, repeat) if key(c) not in run["cells"]]
-    payloads = {}
-    for i, c in enumerate(todo, 1):
-        v = by_name[c["version"]]
-        s = scenario(v, c["protocol"], c["mode"], c["level"], p, run_id)
-        if s.targets[0].name not in payloads:
-            payloads[s.targets[0].name] = build_payloads(s)[s.targets[0].name]
-        summary = measure(s, {s.targets[0].name: payloads[s.targets[0].name]})
-        t = summary["targets"][0]
-        st = t["phases"]["steady"]
-        marks = {m[0]: m for m in summary["phase_marks"]}
-        hdr = summary["raw"]["targets"][t["name"]]["phases"]["steady"]["ok_hdr"]  # for the latency CDF
-        run["cells"][key(c)] = {**c, "start": marks["steady"][1], "end": marks["steady"][2], "client": st,
-                                "valid": t["valid"], "ok_hdr": hdr}
-        runstore.save(run)
-        log(f"  [{i}/{len(todo)}] rep {c['repeat'] + 1} {c['protocol']} {c['mode']} {c['level']:g} "
-            f"{c['version']}: {st['achieved_qps']:.0f} req/s, p99 {st['latency_ms'].get('p99', 0):.2f} ms"
-            + ("" if t["valid"] else "  (invalid: " + "; ".join(st["invalid_reasons"]) + ")"))
-    for v in versions if p.search_probes > 0 else []:
-        for proto in protocols:
-            k = f"{proto}/{v.name}"
-            if k in run["search"]:
-                continue
-            s = scenario(v, proto, "poisson", p.search_low, p, run_id)
-            s.load.duration, s.metrics_port = p.search_window_s, 0
-            s._sla_p99_ms, s._sla_errors = p.sla_p99_ms, 0.01
-            log(f"  max stable QPS of {v.name}/{proto} (P99 <= {p.sla_p99_ms:g} ms, errors < 1%):")
-            res = search_one(copy.deepcopy(s), {s.targets[0].name: payloads.get(s.targets[0].name)
-                                                or build_payloads(s)[s.targets[0].name]},
-                             p.search_low, p.search_high, 0.15, p.search_probes, log=lambda m: log("  " + m))
-            run["search"][k] = res
-            runstore.save(run)
+            log(f"  [{len(run['cells'])}/{len(plan.cells(settings))}] rep {c['repeat'] + 1} " + _describe(c, m))
+        _search(run, settings, serving, by_name, batching, payloads, run_id, log)
+    time.sleep(IDLE_EDGE_S)  # a Prometheus sample after the last cell, for the reconciliation
     run["status"] = "done"
     run["finished"] = time.time()
     runstore.save(run)
     return run
+
+
+def _search_keys(settings: Settings, batching: bool) -> list:
+    if settings.profile.search_probes <= 0:
+        return []
+    return [(f"{'on' if batching else 'off'}/{rows}/{proto}/{name}", name, proto, rows)
+            for name in settings.versions for proto in settings.protocols for rows in settings.rows]
+
+
+def _search_todo(run, settings: Settings, batching: bool) -> list:
+    return [k for k in _search_keys(settings, batching) if k[0] not in run["search"]]
+
+
+def _search(run, settings: Settings, serving, by_name, batching: bool, payloads, run_id, log) -> None:
+    p = settings.profile
+    for k, name, proto, rows in _search_todo(run, settings, batching):
+        server = by_name[name]
+        s = scenario(server, proto, "poisson", p.search_low, p, run_id, rows, settings.sla_p99_ms)
+        s.load.duration, s.metrics_port = p.search_window_s, 0
+        s._sla_p99_ms, s._sla_errors = settings.sla_p99_ms, 0.01
+        log(f"  max stable QPS of {name}/{proto}, {rows} rows, batching {'on' if batching else 'off'} "
+            f"(P99 <= {settings.sla_p99_ms:g} ms, errors < 1%):")
+        payload = payloads.get((name, proto, rows)) or build_payloads(s)[s.targets[0].name]
+        t0 = time.time()
+        run["search"][k] = search_one(copy.deepcopy(s), {s.targets[0].name: payload}, p.search_low,
+                                      p.search_high, 0.15, p.search_probes, log=lambda m: log("  " + m))
+        _busy(run, [name], t0)
+        runstore.save(run)

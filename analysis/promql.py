@@ -40,16 +40,12 @@ def series_range(expr: str, start: float, end: float, step: float = 5, url: str 
 
 
 def window(cell: dict, url: str | None = None) -> dict:
-    """PromQL over one measurement window [start, end] of one version."""
+    """What only Prometheus knows about one measurement window of one version: memory and CPU
+    (from the exporter). Counts and latencies come from the server's own counters instead."""
     v, end = cell["version"], cell["end"]
     w = f"{max(1, math.ceil(cell['end'] - cell['start']))}s"
-    entry = "REST" if cell["protocol"] == "rest" else "GRPC"
     sel = f'version="{v}"'
     q = {
-        "server_p99_ms": f"histogram_quantile(0.99, sum by (le) (increase(:tensorflow:serving:request_latency_bucket"
-                         f'{{{sel},entrypoint="{entry}"}}[{w}]))) / 1000',
-        "server_count": f"sum(increase(:tensorflow:serving:request_count{{{sel}}}[{w}]))",
-        "prom_client_count": f'sum(increase(loadgen_requests_total{{{sel},phase="steady"}}[{w}]))',
         "rss_bytes": f'sum(max_over_time(process_resident_memory_bytes{{job="exporter",{sel}}}[{w}]))',
         "gpu_bytes": f"sum(max_over_time(process_gpu_memory_used_bytes{{{sel}}}[{w}]))",
         "cpu_seconds": f'sum(increase(process_cpu_seconds_total{{job="exporter",{sel}}}[{w}]))',
@@ -61,6 +57,21 @@ def window(cell: dict, url: str | None = None) -> dict:
         except (OSError, ValueError):
             out[name] = None  # Prometheus down or the data gone: the report says "n/a", never a guess
     return out
+
+
+def counter_samples(metric: str, version: str, start: float, end: float, url: str | None = None) -> list | None:
+    """[(timestamp, value)] of a counter summed over its series, raw samples as scraped (no
+    rate, no extrapolation) for one version over [start, end]. None: Prometheus did not answer."""
+    span = max(1, math.ceil(end - start))
+    try:
+        res = instant(f'{metric}{{version="{version}"}}[{span}s]', end, url)
+    except (OSError, ValueError):
+        return None
+    sums: dict = {}
+    for r in res:  # the series of one target are scraped together: equal timestamps
+        for t, val in r["values"]:
+            sums[round(float(t), 3)] = sums.get(round(float(t), 3), 0.0) + float(val)
+    return sorted(sums.items())
 
 
 def scrape_gaps(start: float, end: float, interval_s: float = 2.0, url: str | None = None) -> list | None:

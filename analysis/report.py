@@ -1,9 +1,10 @@
-"""`make report RUN=<id>`: tables and charts for a compare run, from its results and Prometheus.
+"""`make report RUN=<id>`: a compare run's verdicts, tables and charts, from its results and Prometheus.
 
-Client-side figures are the load generator's exact HDR statistics; server-side
-P99, request counts, memory and CPU come from PromQL over each measurement's
-window. Charts over time use the queries of the Grafana comparison dashboard,
-read from grafana/dashboards/compare.json, so report and dashboard agree.
+Client-side figures are the load generator's exact statistics; the breakdown and the counts
+come from the server's own counters read at each window's edges (analysis/counters.py);
+memory and CPU from PromQL over each window. Rows, intervals and Holm-corrected verdicts:
+analysis/rows.py; the count reconciliation: analysis/reconcile.py. Charts over time use the
+queries of the Grafana comparison dashboard, read from grafana/dashboards/compare.json.
 """
 from __future__ import annotations
 
@@ -12,76 +13,58 @@ import time
 
 import numpy as np
 
-from analysis import charts, promql, runstore, stats
-from analysis.report_text import METRICS, csv_text, markdown
+from analysis import charts, promql, reconcile, rows as rows_mod, runstore
+from analysis.report_text import csv_text, markdown
 from loadgen.record import bin_values, decode_hdr
 from loadgen.summary import write_json_atomic
 from stack import dashboards
 from stack.procs import write_atomic
 
-def cell_metrics(cell: dict, prom: dict) -> dict:
-    st, lat = cell["client"], cell["client"]["latency_ms"]
-    completed = st["completed"]
-    cpu = prom.get("cpu_seconds")
-    return {"achieved_qps": st["achieved_qps"], "avg_ms": lat.get("avg"), "p50_ms": lat.get("p50"),
-            "p90_ms": lat.get("p90"), "p99_ms": lat.get("p99"), "server_p99_ms": prom.get("server_p99_ms"),
-            "error_ratio": st["error_ratio"],
-            "rss_mib": prom["rss_bytes"] / 2**20 if prom.get("rss_bytes") is not None else None,
-            "gpu_mib": prom["gpu_bytes"] / 2**20 if prom.get("gpu_bytes") is not None else None,
-            "cpu_s_per_1k": cpu / completed * 1000 if cpu is not None and completed else None}
 
-
-def crosscheck(cell: dict, prom: dict, scrape_s: float = 2.0) -> dict:
-    """Requests counted by loadgen vs the server's request_count increase vs Prometheus' loadgen counter."""
-    client = cell["client"]["completed"]
-    server = prom.get("server_count")
-    edge = cell["client"]["throughput_qps"] * scrape_s * 2 + 2  # a scrape on each side of the window
-    ok = server is not None and abs(server - client) <= edge
-    return {"client": client, "server": None if server is None else round(server),
-            "prometheus_loadgen": None if prom.get("prom_client_count") is None else round(prom["prom_client_count"]),
-            "edge": round(edge), "consistent": ok}
+def checks(run: dict) -> list:
+    """The reconciliation of every cell: client vs server (exact), server vs Prometheus."""
+    activity = reconcile.activity_by_server(run)
+    samples: dict = {}
+    out = []
+    for k, cell in run["cells"].items():
+        v = cell["version"]
+        if v not in samples:
+            spans = activity.get(v, [])
+            start, end = min(a for a, _ in spans) - 60, max(b for _, b in spans) + 60
+            samples[v] = promql.counter_samples(":tensorflow:serving:request_count", v, start, end)
+        out.append({"cell": k, "valid": cell["valid"], "client_vs_server": reconcile.client_vs_server(cell),
+                    "server_vs_prometheus": reconcile.server_vs_prometheus(cell, samples[v], activity.get(v, []))})
+    return out
 
 
 def build(run_id: str, log=print) -> dict:
     run = runstore.load(run_id)
-    baseline = run["config"]["versions"][0]
-    groups, checks = {}, []
-    for cell in run["cells"].values():
-        prom = promql.window(cell)
-        m = cell_metrics(cell, prom)
-        g = groups.setdefault((cell["protocol"], cell["mode"], cell["level"], cell["version"]), [])
-        g.append(m)
-        checks.append({"cell": f"rep {cell['repeat'] + 1} {cell['protocol']} {cell['mode']} {cell['level']:g} "
-                               f"{cell['version']}", "valid": cell["valid"], **crosscheck(cell, prom)})
-    rows = []
-    for (proto, mode, level, version), ms in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2],
-                                                                                    kv[0][3] != baseline, kv[0][3])):
-        row = {"protocol": proto, "mode": mode, "level": level, "version": version, "repeats": len(ms)}
-        for name, _, better in METRICS:
-            row[name] = stats.mean_ci([m[name] for m in ms])
-        base = groups.get((proto, mode, level, baseline))
-        if version != baseline and base:
-            for name, better in (("achieved_qps", True), ("p99_ms", False)):
-                d = stats.diff_ci([m[name] for m in ms], [b[name] for b in base])
-                row[f"{name}_vs_baseline"] = {**d, "verdict": stats.verdict(d, better)}
-        rows.append(row)
-    window = [min((c["start"] for c in run["cells"].values()), default=run["created"]),
+    prom = {k: promql.window(cell) for k, cell in run["cells"].items()}
+    built = rows_mod.build(run, prom)
+    window = [min((c["warmup_start"] for c in run["cells"].values()), default=run["created"]),
               max((c["end"] for c in run["cells"].values()), default=time.time())]
     gaps = promql.scrape_gaps(*window)
-    for check, cell in zip(checks, run["cells"].values()):
+    crosscheck = checks(run)
+    for check in crosscheck:
+        cell = run["cells"][check["cell"]]
         check["in_gap"] = bool(gaps) and any(a < cell["end"] and cell["start"] < b for a, b in gaps)
-    return {"run_id": run_id, "baseline_version": baseline, "gaps": gaps, "planned": planned_cells(run["config"]),
-            "config": run["config"], "environment": run["environment"],
-            "cold_start": run["cold_start"], "max_stable_qps": {k: v.get("max_stable_qps") for k, v in
-                                                                run["search"].items()},
-            "search": run["search"], "rows": rows, "crosscheck": checks, "status": run["status"],
+    return {"run_id": run_id, "baseline_version": run["config"]["versions"][0], "gaps": gaps,
+            "planned": planned_cells(run["config"]), "config": run["config"], "placement": run.get("placement"),
+            "environment": run["environment"], "cold_start": run["cold_start"],
+            "max_stable_qps": {k: v.get("max_stable_qps") for k, v in run["search"].items()},
+            "search": run["search"], **built, "crosscheck": crosscheck, "status": run["status"],
             "window": window, "_run": run}
 
 
 def planned_cells(config: dict) -> int:
-    p = config["profile"]
-    return len(config["versions"]) * len(config["protocols"]) * (len(p["concurrency"]) + len(p["rates"])) \
-        * config["repeat"]
+    from analysis import plan
+    from analysis.plan import Settings
+    from analysis.profiles import Profile
+
+    settings = Settings(tuple(config["versions"]), tuple(config["rows"]), tuple(config["batching"]),
+                        tuple(config["protocols"]), Profile(**config["profile"]), config["repeat"],
+                        config["sla_p99_ms"])
+    return len(plan.cells(settings))
 
 
 def _cdf_points(encoded: str) -> tuple:

@@ -1,32 +1,17 @@
-"""The report's text forms: the Markdown tables (also shown in the HTML page) and the CSV."""
+"""The report's text forms: the answer first (analysis/verdict_text.py), then what limits it, then
+the tables (also shown in the HTML page), and the CSV."""
 from __future__ import annotations
 
 import csv
 import io
-import time
 
-METRICS = [  # (name, label, higher is better)
-    ("achieved_qps", "QPS", True), ("avg_ms", "avg ms", False), ("p50_ms", "P50 ms", False),
-    ("p90_ms", "P90 ms", False), ("p99_ms", "P99 ms", False), ("server_p99_ms", "server P99 ms", False),
-    ("error_ratio", "errors", False), ("rss_mib", "RSS MiB", False), ("gpu_mib", "GPU MiB", False),
-    ("cpu_s_per_1k", "CPU s/1k req", False),
-]
+from analysis.rows import BREAKDOWN, COMPARED, DESCRIBED
+from analysis.verdict_text import fmt_pct, headline, notes
 
-
-
-def _warnings(rep: dict) -> list:
-    """What the reader must know before trusting the tables: a partial run, holes in the data."""
-    out = []
-    if rep["status"] != "done":
-        out.append(f"> **Partial run**: {len(rep['crosscheck'])} of {rep['planned']} measurements finished (the "
-                   f"compare was interrupted); `make compare ... RUN={rep['run_id']}` resumes it.")
-    if rep["gaps"] is None:
-        out.append("> Prometheus did not answer: server-side figures are n/a and gaps could not be checked.")
-    for a, b in rep["gaps"] or []:
-        since = time.strftime("%H:%M:%S", time.localtime(a))
-        out.append(f"> **Gap in the Prometheus data**: {b - a:.0f} s from {since} (Prometheus down or not "
-                   "scraping); windows overlapping it show server-side figures as n/a.")
-    return out + [""] if out else []
+LABELS = {"achieved_qps": "QPS", "rows_per_s": "rows/s", "efficiency": "of TF ceiling", "p50_ms": "P50 ms",
+          "p90_ms": "P90 ms", "p99_ms": "P99 ms", "error_ratio": "errors", "rss_mib": "RSS MiB",
+          "gpu_mib": "GPU MiB", "cpu_s_per_1k": "CPU s/1k req", "client_ms": "client", "transport_ms": "transport",
+          "server_ms": "server", "frontend_ms": "front end", "queue_ms": "queue", "runtime_ms": "TF runtime"}
 
 
 def _fmt(ci: dict, digits: int = 2) -> str:
@@ -37,43 +22,70 @@ def _fmt(ci: dict, digits: int = 2) -> str:
     return f"{ci['mean']:.{digits}f} ± {(ci['ci_high'] - ci['ci_low']) / 2:.{digits}f}"
 
 
-def _vs_baseline(row: dict, key: str, baseline: str) -> str:
-    """A version's difference to the baseline with its interval and verdict, for the table."""
-    d = row.get(key)
+def _vs(row: dict, name: str, baseline: str) -> str:
+    d = row.get(f"{name}_vs_baseline")
     if d is None:
         return "baseline" if row["version"] == baseline else ""
-    if d.get("ci_low") is None:
+    if d.get("rel") is None:
         return d["verdict"]
-    return f"{d['diff']:+.2f} [{d['ci_low']:+.2f}, {d['ci_high']:+.2f}] {d['verdict']}"
+    ci = f" [{fmt_pct(d['rel_ci_low'])}, {fmt_pct(d['rel_ci_high'])}]" if d.get("rel_ci_low") is not None else ""
+    return f"{fmt_pct(d['rel'])}{ci} {d['verdict']}"
+
+
+def _bucket(b) -> str:
+    if not b:
+        return "n/a"
+    return f"> {b[0]:.3g} ms" if b[1] == float("inf") else f"{b[0]:.3g}–{b[1]:.3g} ms"
+
+
+def load_name(r: dict) -> str:
+    level = f"c{r['level']:g}" if r["mode"] == "closed" else f"{r['level']:g}/s"
+    return f"{'on' if r['batching'] else 'off'} | {r['rows_per_request']} | {r['protocol']} | {level}"
 
 
 def markdown(rep: dict) -> str:
-    out = [f"# TF Serving comparison, run {rep['run_id']}", "",
-           f"Baseline version: **{rep['baseline_version']}**; mean ± 95% CI over {rep['config']['repeat']} repeats "
-           f"(t-interval); profile {rep['config']['profile']['name']}; runtime {rep['config']['runtime']}.", "",
-           *_warnings(rep),
-           "| protocol | load | version | " + " | ".join(label for _, label, _ in METRICS)
-           + " | QPS vs base | P99 vs base |",
-           "|" + "---|" * (len(METRICS) + 5)]
+    base = rep["baseline_version"]
+    cfg = rep["config"]
+    out = [f"# TF Serving comparison, run {rep['run_id']}", "", *headline(rep), "", *notes(rep)]
+    out += ["## Throughput and latency", "",
+            f"Mean ± 95% CI over {cfg['repeat']} repeats; client side exact (load generator); server P99 is the "
+            "bucket of TF Serving's request_latency histogram that holds it.", "",
+            "| batching | rows | protocol | load | version | QPS | rows/s | of TF ceiling | P50 ms | P99 ms "
+            "| server P99 | errors | RSS MiB | CPU s/1k req | QPS vs base | P99 vs base |", "|" + "---|" * 16]
     for r in rep["rows"]:
-        load = f"{'c' if r['mode'] == 'closed' else 'rate '}{r['level']:g}"
-        vs = [_vs_baseline(r, k, rep["baseline_version"]) for k in ("achieved_qps_vs_baseline", "p99_ms_vs_baseline")]
-        out.append(f"| {r['protocol']} | {load} | {r['version']} | "
-                   + " | ".join(_fmt(r[n], 4 if n == "error_ratio" else 2) for n, _, _ in METRICS)
-                   + f" | {vs[0]} | {vs[1]} |")
+        eff = "n/a" if r["efficiency"]["mean"] is None else f"{r['efficiency']['mean']:.0%}"
+        out.append(f"| {load_name(r)} | {r['version']} | {_fmt(r['achieved_qps'], 1)} | {_fmt(r['rows_per_s'], 0)} | "
+                   f"{eff} | "
+                   f"{_fmt(r['p50_ms'])} | {_fmt(r['p99_ms'])} | {_bucket(r['server_p99_bucket_ms'])} | "
+                   f"{_fmt(r['error_ratio'], 4)} | {_fmt(r['rss_mib'], 0)} | {_fmt(r['cpu_s_per_1k'])} | "
+                   f"{_vs(r, 'achieved_qps', base)} | {_vs(r, 'p99_ms', base)} |")
+    out += ["", "## Where the time goes (mean ms per request)", "",
+            "client = transport + server; server = front end + queue + TF runtime (server's own counters, exact "
+            "over each window). TF runtime vs base is the verdict on TensorFlow itself.", "",
+            "| batching | rows | protocol | load | version | " + " | ".join(LABELS[b] for b in BREAKDOWN)
+            + " | TF share | TF runtime vs base | client vs base |", "|" + "---|" * (len(BREAKDOWN) + 8)]
+    for r in rep["rows"]:
+        rt, cl = r["runtime_ms"]["mean"], r["client_ms"]["mean"]
+        share = f"{rt / cl:.0%}" if rt is not None and cl else "n/a"
+        out.append(f"| {load_name(r)} | {r['version']} | " + " | ".join(_fmt(r[b], 3) for b in BREAKDOWN)
+                   + f" | {share} | {_vs(r, 'runtime_ms', base)} | {_vs(r, 'client_ms', base)} |")
+    out += ["", "## TensorFlow ceiling (in-process, the version's own runtime, no serving path)", "",
+            "| rows | version | TensorFlow | rows/s | vs base |", "|---|---|---|---|---|"]
+    for c in rep["ceiling"]:
+        d = c.get("vs_baseline")
+        vs = "baseline" if d is None else (f"{fmt_pct(d['rel'])} [{fmt_pct(d['rel_ci_low'])}, "
+                                           f"{fmt_pct(d['rel_ci_high'])}] {d['verdict']}" if d.get("rel_ci_low")
+                                           is not None else d["verdict"])
+        out.append(f"| {c['rows_per_request']} | {c['version']} | {c['tensorflow']} | "
+                   f"{_fmt(c['ceiling_rows_per_s'], 0)} | {vs} |")
     out += ["", "## Max stable QPS (P99 <= SLA, errors < 1%)", ""]
-    out += [f"- {k}: {'none found' if v is None else f'{v:.1f} req/s'}"
-            for k, v in sorted(rep["max_stable_qps"].items())]
+    out += [f"- batching {k.split('/')[0]}, {k.split('/')[1]} rows, {k.split('/')[2]}, {k.split('/')[3]}: "
+            + ("none found" if v is None else f"{v:.1f} req/s") for k, v in sorted(rep["max_stable_qps"].items())]
     out += ["", "## Cold start", ""]
     out += [f"- {v}: AVAILABLE after {c['to_available_s']:.1f} s, first predict after {c['to_first_predict_s']:.1f} s "
             f"(first request {c['first_request_ms']:.1f} ms)" for v, c in sorted(rep["cold_start"].items())]
-    bad = [c for c in rep["crosscheck"] if not c["consistent"] or not c["valid"] or c["in_gap"]]
-    out += ["", "## Nothing lost? (loadgen count vs server request_count vs Prometheus)", "",
-            f"{len(rep['crosscheck']) - len(bad)} of {len(rep['crosscheck'])} windows consistent within the "
-            "scrape edge."]
-    out += [f"- MISMATCH or invalid: {c['cell']}: client {c['client']}, server {c['server']}, "
-            f"Prometheus {c['prometheus_loadgen']} (edge ±{c['edge']}), valid {c['valid']}"
-            + (", inside a Prometheus gap" if c["in_gap"] else "") for c in bad]
+    out += reconciliation(rep)
+    out += statistics(rep)
     env = rep["environment"]
     out += ["", "## Environment", "", f"CPU: {env['cpu']} ({env['cpus']} cores); GPU: {env['gpu']} (driver "
             f"{env['driver']}); runtime {env['runtime']}; commit {env['git_commit'][:12]}; TensorFlow: "
@@ -81,12 +93,52 @@ def markdown(rep: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def reconciliation(rep: dict) -> list:
+    checks = rep["crosscheck"]
+    cs = [c["client_vs_server"] for c in checks]
+    sp = [c["server_vs_prometheus"] for c in checks]
+    out = ["", "## Nothing lost? (client vs the server's counter vs Prometheus, per window)", "",
+           f"- client = server, exactly: {sum(c['exact'] and c['ok'] for c in cs)} of {len(cs)} windows"
+           + (f"; {sum(not c['exact'] for c in cs)} could not be exact" if any(not c["exact"] for c in cs) else ""),
+           f"- server = Prometheus, exactly (idle edges): {sum(c['exact'] and c['ok'] for c in sp)} of {len(sp)} "
+           f"windows; within one scrape interval at each edge: {sum(not c['exact'] and c['ok'] for c in sp)}"]
+    for c in checks:
+        a, b = c["client_vs_server"], c["server_vs_prometheus"]
+        if not a["ok"] or not b["ok"] or not c["valid"] or c.get("in_gap"):
+            out.append(f"- MISMATCH or invalid: {c['cell']}: client {a['client']}, server {a['server']}"
+                       f"{' (' + a['why'] + ')' if a['why'] else ''}; Prometheus {b['prometheus']} for the server's "
+                       f"{b['expected']}{' (' + b['why'] + ')' if b['why'] else ''}; valid {c['valid']}"
+                       + (", inside a Prometheus gap" if c.get("in_gap") else ""))
+    return out
+
+
+def statistics(rep: dict) -> list:
+    out = ["", "## How the verdicts are made", "",
+           f"Means: Student's t interval (scipy, exact quantiles). Differences of means: Welch's t, degrees of "
+           f"freedom unrounded. P99: Mann-Whitney U on the per-window P99s (exact permutation p-value), shift by "
+           f"Hodges-Lehmann. All {rep['tests']} verdicts of this report are corrected together (Holm, family-wise "
+           "5%); intervals are per comparison (95%)."]
+    for name, m in rep["mde"].items():
+        label = LABELS.get(name, name)
+        if m.get("min_repeats") and m["repeats"] < m["min_repeats"]:
+            out.append(f"- {label}: with {m['repeats']} repeats no P99 difference can be significant among "
+                       f"{rep['tests']} comparisons; that needs at least {m['min_repeats']} repeats per version.")
+        elif m.get("relative") is not None:
+            out.append(f"- {label}: differences under {m['relative']:.0%} cannot be told from noise with "
+                       f"{m['repeats']} repeats here (80% power at the strictest Holm level).")
+    return out
+
+
 def csv_text(rep: dict) -> str:
+    names = [n for n, _, _ in COMPARED] + DESCRIBED
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(["protocol", "mode", "level", "version", "repeats"] + [f"{n}_{p}" for n, _, _ in METRICS
-                                                                        for p in ("mean", "ci_low", "ci_high")])
+    w.writerow(["batching", "rows_per_request", "protocol", "mode", "level", "version", "repeats"]
+               + [f"{n}_{p}" for n in names for p in ("mean", "ci_low", "ci_high")]
+               + [f"{n}_vs_baseline_{p}" for n, _, _ in COMPARED for p in ("diff", "ci_low", "ci_high", "p", "verdict")])
     for r in rep["rows"]:
-        w.writerow([r["protocol"], r["mode"], r["level"], r["version"], r["repeats"]]
-                   + [r[n].get(p) for n, _, _ in METRICS for p in ("mean", "ci_low", "ci_high")])
+        w.writerow([r["batching"], r["rows_per_request"], r["protocol"], r["mode"], r["level"], r["version"],
+                    r["repeats"]] + [r[n].get(p) for n in names for p in ("mean", "ci_low", "ci_high")]
+                   + [(r.get(f"{n}_vs_baseline") or {}).get(p) for n, _, _ in COMPARED
+                      for p in ("diff", "ci_low", "ci_high", "p", "verdict")])
     return buf.getvalue()

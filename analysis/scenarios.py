@@ -22,6 +22,7 @@ from analysis.compare import scenario as cell_scenario
 from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure
 from stack import local, ports, procs
+from stack.serving import local_server
 from stack.procs import write_atomic
 
 BATCHING = ("max_batch_size {{ value: {b} }}\nbatch_timeout_micros {{ value: {t} }}\n"
@@ -40,7 +41,7 @@ def restart(version, reg, batching: bool = True, batching_file=None, model_path=
 
 def measure_cell(version, protocol: str, concurrency: int, p: Profile, run_id: str, repeat: int) -> dict:
     """Closed loop at `concurrency`, `repeat` windows: mean QPS and P99, total errors, validity."""
-    s = cell_scenario(version, protocol, "closed", concurrency, p, run_id)
+    s = cell_scenario(local_server(version), protocol, "closed", concurrency, p, run_id)
     s.metrics_port = 0
     payloads = build_payloads(s)
     steady = [measure(s, payloads)["targets"][0]["phases"]["steady"] for _ in range(repeat)]
@@ -115,7 +116,7 @@ def hot_update(reg, versions, p: Profile, run_id: str, rate: float = 100.0, phas
         shutil.rmtree(base, ignore_errors=True)
         shutil.copytree(ensure_example_model(v, reg, log=_quiet) / "1", base / "1")
         restart(v, reg, model_path=str(base))
-        s = cell_scenario(v, "rest", "constant", rate, p, run_id)
+        s = cell_scenario(local_server(v), "rest", "constant", rate, p, run_id)
         s.metrics_port, s.load.steps, s.load.step_duration, s.load.warmup = 0, [rate] * 3, phase_s, 1.0
         payloads = build_payloads(s)
         result = {}

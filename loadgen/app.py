@@ -54,10 +54,11 @@ def install_loop(s) -> None:
         pass
 
 
-async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics: bool = True) -> tuple:
+async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics: bool = True,
+                         boundary=None) -> tuple:
     rec = Recorder()
     live = LiveState(s.run_id, s.name, s.load.mode)
-    runner = Runner(s, payloads, rec, live, progress=progress, partial=partial)
+    runner = Runner(s, payloads, rec, live, progress=progress, partial=partial, boundary=boundary)
     handle = None
     if metrics and s.metrics_port:
         try:
@@ -81,15 +82,17 @@ async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics
     return raw, live, handle
 
 
-def measure(s, payloads: dict) -> dict:
-    """Run s in-process (or in its workers) and return the summary, quietly."""
+def measure(s, payloads: dict, boundary=None) -> dict:
+    """Run s in-process (or in its workers) and return the summary, quietly. boundary: see Runner."""
     if s.workers > 1:
+        if boundary:
+            raise ValueError("phase boundaries are exact in one process only; use workers=1")
         from loadgen.workers import run_workers
         return summarize(merge_raw(run_workers(s, payloads)), s)
     install_loop(s)
 
     async def go():
-        raw, _, handle = await run_in_process(s, payloads)
+        raw, _, handle = await run_in_process(s, payloads, boundary=boundary)
         stop_metrics(handle)
         return raw
     return summarize(asyncio.run(go()), s)

@@ -29,8 +29,11 @@ class LiveState:
 
 class Runner:
     def __init__(self, scenario, payloads: dict, rec: Recorder | None = None, live: LiveState | None = None,
-                 progress=None, partial=None):
+                 progress=None, partial=None, boundary=None):
+        """boundary(edge): called before the first phase ("start") and after each phase (its name),
+        once nothing is in flight, so a caller can read the servers' own counters at exact edges."""
         self.s, self.rec = scenario, rec or Recorder()
+        self.boundary = boundary
         self.live = live or LiveState(scenario.run_id, scenario.name, scenario.load.mode)
         self.progress, self.partial = progress, partial
         self.drivers = {}
@@ -49,8 +52,15 @@ class Runner:
         background = [asyncio.ensure_future(f()) for f in (self._sweeper, self._ticker, self._reporter)]
         started = time.time()
         try:
+            if self.boundary:
+                self.boundary("start")
             for i, (name, seconds, level) in enumerate(self.s.phases()):
                 await self._phase(i, name, seconds, level)
+                if self.boundary:
+                    # An open loop's last requests of a phase are still out: let them finish, so the
+                    # server has answered exactly what the client counts for this phase.
+                    await self._drain(self.s.load.timeout + 1)
+                    self.boundary(name)
             await self._drain(self.s.load.timeout + 1)
         finally:
             for task in background:
@@ -182,7 +192,7 @@ class Runner:
                     p.sent_in_window = p.sent
                 errors = {k[-1]: v for k, v in self.rec.errors.items() if k[:3] == (t.version, t.protocol, name)}
                 phases[name] = {**info, "ok_hdr": encode_hdr(p.ok.hdr), "lag_hdr": encode_hdr(p.lag.hdr),
-                                "errors": errors, "sent": p.sent_in_window}
+                                "ok_sum_s": p.ok.sum, "errors": errors, "sent": p.sent_in_window}
             reconnects = getattr(self.drivers[n], "reconnects", 0)
             out["targets"][n] = {"version": t.version, "protocol": t.protocol, "address": f"{t.host}:{t.port}",
                                  "model": t.model, "phases": phases, "reconnects": reconnects}

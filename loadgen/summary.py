@@ -34,6 +34,7 @@ def merge_raw(raws: list) -> dict:
                     h.add(decode_hdr(info[key]))
                     m[key] = encode_hdr(h)
                 m["sent"] += info["sent"]
+                m["ok_sum_s"] = m.get("ok_sum_s", 0.0) + info.get("ok_sum_s", 0.0)
                 m["scheduled"] = m.get("scheduled", 0) + info.get("scheduled", 0)
                 m["level"] = m["level"] + info["level"]  # workers split the load
                 m["seconds"] = max(m["seconds"], info["seconds"])
@@ -54,6 +55,8 @@ def phase_stats(info: dict, mode: str, s) -> dict:
           "errors": dict(sorted(info["errors"].items())), "error_ratio": errors / completed if completed else 0.0,
           "achieved_qps": ok.total_count / secs if secs else 0.0, "throughput_qps": completed / secs if secs else 0.0,
           "latency_ms": quantiles_ms(ok), "cpu_ratio": round(info["cpu_ratio"], 3)}
+    if ok.total_count and "ok_sum_s" in info:  # the exact mean, not HDR's bin midpoints
+        st["latency_ms"]["avg"] = info["ok_sum_s"] / ok.total_count * 1000
     reasons = []
     if mode == "closed":
         st["concurrency"] = info["level"]

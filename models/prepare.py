@@ -19,7 +19,7 @@ class ModelError(ValueError):
 
 def example_base_path(version: Version, extra_layers: int = 0) -> Path:
     suffix = f"-x{extra_layers}" if extra_layers else ""
-    return BUILD / f"tf{version.name}{suffix}" / MODEL_NAME
+    return BUILD / f"tf{version.key}{suffix}" / MODEL_NAME
 
 
 def ensure_example_model(version: Version, registry: Registry, extra_layers: int = 0, log=print) -> Path:

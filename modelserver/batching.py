@@ -7,6 +7,12 @@ and a batch thread is free; while every thread is busy a due batch keeps filling
 At most max_enqueued_batches batches wait per queue; past that a task is refused
 UNAVAILABLE, as TF Serving refuses it. All bookkeeping runs on the event loop
 thread; only the TF call runs on the num_batch_threads worker threads.
+
+runtime_latency is recorded as TF Serving records it, per request around the session's Run:
+without batching that is the TF call itself (timed in the thread that makes it, so the hop to
+and from the event loop counts as front end); with batching it is the batching session's Run,
+so a request's runtime is its wait in the queue plus its batch's TF call. `:tensorflow:core:
+graph_runs` counts TF executions, one per batch.
 """
 from __future__ import annotations
 
@@ -20,6 +26,13 @@ import numpy as np
 from modelserver.status import ServingError, invalid, unavailable
 
 
+def timed_run(servable, sig, inputs: dict) -> tuple:
+    """(outputs, seconds of the TF call), measured in the thread that makes the call."""
+    t0 = time.perf_counter()
+    out = servable.run(sig, inputs)
+    return out, time.perf_counter() - t0
+
+
 class DirectRunner:
     """No batching: each request is one TF call on a worker thread."""
 
@@ -28,9 +41,9 @@ class DirectRunner:
         self.metrics = metrics
 
     async def run(self, servable, sig, inputs: dict, rows: int, api: str) -> dict:
-        t0 = time.perf_counter()
-        out = await asyncio.get_running_loop().run_in_executor(self.pool, servable.run, sig, inputs)
-        self.metrics.runtime(servable.model_name, api, time.perf_counter() - t0)
+        out, seconds = await asyncio.get_running_loop().run_in_executor(self.pool, timed_run, servable, sig, inputs)
+        self.metrics.runtime(servable.model_name, api, seconds)
+        self.metrics.graph_run(seconds)
         return out
 
     def close(self) -> None:
@@ -82,7 +95,7 @@ class BatchingRunner:
             else:
                 b.due = True
         fut = asyncio.get_running_loop().create_future()
-        b.tasks.append((inputs, rows, fut, time.perf_counter()))
+        b.tasks.append((inputs, rows, fut, time.perf_counter(), api))
         b.rows += rows
         if b.rows >= self.opt.max_batch_size:
             self._close(q)
@@ -113,10 +126,11 @@ class BatchingRunner:
             self.idle -= 1
             b.queue.waiting -= 1
             started = time.perf_counter()
-            self.metrics.batch(self.opt.thread_pool_name, b.rows, [started - t[3] for t in b.tasks])
+            queued = [started - t[3] for t in b.tasks]
+            self.metrics.batch(self.opt.thread_pool_name, b.rows, queued)
             loop = asyncio.get_running_loop()
             fut = loop.run_in_executor(self.pool, self._execute, b)
-            fut.add_done_callback(lambda f, b=b, s=started: self._finished(b, f, s))
+            fut.add_done_callback(lambda f, b=b, q=queued: self._finished(b, f, q))
 
     def _execute(self, b):
         q = b.queue
@@ -128,7 +142,7 @@ class BatchingRunner:
         padded = self._padded_size(size)
         if padded > size:
             merged = {k: np.concatenate([v, np.repeat(v[:1], padded - size, axis=0)]) for k, v in merged.items()}
-        return q.servable.run(q.sig, merged)
+        return timed_run(q.servable, q.sig, merged)
 
     def _padded_size(self, size: int) -> int:
         for allowed in self.opt.allowed_batch_sizes:
@@ -136,14 +150,15 @@ class BatchingRunner:
                 return allowed
         return size
 
-    def _finished(self, b, fut, started: float) -> None:
+    def _finished(self, b, fut, queued: list) -> None:
         self.idle += 1
         q = b.queue
-        self.metrics.runtime(q.servable.model_name, q.api, time.perf_counter() - started)
         exc = fut.exception()
         if exc is None:
-            out, offset = fut.result(), 0
-            for inputs, rows, task_fut, _ in b.tasks:
+            (out, seconds), offset = fut.result(), 0
+            self.metrics.graph_run(seconds)
+            for (inputs, rows, task_fut, _, api), wait in zip(b.tasks, queued):
+                self.metrics.runtime(q.servable.model_name, api, wait + seconds)
                 if not task_fut.done():
                     task_fut.set_result({k: v[offset:offset + rows] for k, v in out.items()})
                 offset += rows

@@ -130,6 +130,9 @@ class ServingMetrics:
     def runtime(self, model: str, api: str, seconds: float) -> None:
         # "TF1" is the runtime label TF Serving's SavedModel bundle path reports.
         self.runtime_latency.observe((model, api, "TF1"), seconds * 1e6)
+
+    def graph_run(self, seconds: float) -> None:
+        """One TensorFlow execution (a request, or a whole batch)."""
         self.graph_runs.inc()
         self.graph_run_time.inc(by=seconds * 1e6)
 

@@ -43,9 +43,10 @@ def cmd_up(args, reg) -> int:
     running = [v.name for v in monitoring.running_versions(reg)]
     print(f"  exporter: {exporter}\n  Prometheus: {prom}  (alerts: {prom}/alerts)")
     print("  no Grafana in the local runtime: each comparison panel in Prometheus' graph page:")
-    for title, _, expr in dashboards.panel_queries(dashboards.load("compare.json")):
+    for title, legend, expr in dashboards.panel_queries(dashboards.load("compare.json")):
         q = dashboards.substitute(expr, running, running[0], "1m")
-        print(f"    {title}: {dashboards.graph_link(prom, q)}")
+        name = title.replace("$version", legend) if "$version" in title else title
+        print(f"    {name}: {dashboards.graph_link(prom, q)}")
     print("  live terminal view: make watch;  load: make load VERSION=... RATE=...;  stop: make down")
     return 0
 

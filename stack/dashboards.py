@@ -38,6 +38,10 @@ COMPARE = [  # (title, unit, [(expr, legend)]) -- the side-by-side comparison pa
     ("Memory (GPU, per version)", "bytes", [(f"sum by (version) (process_gpu_memory_used_bytes{{{V}}})",
                                              "{{version}}")]),
 ]
+BREAKDOWN = [  # "Where the time goes", stacked, one panel per version: the recording rules of the breakdown
+    ("TF run", "version:tfserving_tf_run_seconds:mean1m"), ("queue", "version:tfserving_queuing_latency_seconds:mean1m"),
+    ("front end", "version:tfserving_frontend_seconds:mean1m"), ("transport", "version:loadgen_transport_seconds:mean1m"),
+]
 DELTA = [  # the table: this window, each version against the baseline
     ("QPS vs baseline", "percentunit",
      f"version:loadgen_requests:rate1m{{{V}}} / on() group_left() version:loadgen_requests:rate1m"
@@ -95,6 +99,17 @@ def _timeseries(pid, title, unit, targets, x, y):
                         for i, (e, leg) in enumerate(targets)]}
 
 
+def _breakdown_panel(pid, y):
+    """Mean time per request by stage, stacked to the client's total; Grafana repeats it per version."""
+    p = _timeseries(pid, "Where the time goes: $version", "s",
+                    [(f"{rule}{{{V}}}", label) for label, rule in BREAKDOWN], 0, y)
+    p.update({"repeat": "version", "repeatDirection": "h", "maxPerRow": 4})
+    p["gridPos"]["w"] = 6
+    p["fieldConfig"]["defaults"]["custom"] = {"stacking": {"mode": "normal", "group": "A"}, "fillOpacity": 60,
+                                              "drawStyle": "line", "lineWidth": 1}
+    return p
+
+
 def _dashboard(uid, title, variables, panels):
     return {"uid": uid, "title": title, "schemaVersion": 39, "version": 1, "editable": True, "refresh": "5s",
             "time": {"from": "now-15m", "to": "now"}, "tags": ["tfserving-bench"],
@@ -118,8 +133,9 @@ def build() -> dict:
              "transformations": [{"id": "merge", "options": {}}],
              "targets": [{"refId": chr(65 + i), "datasource": DS, "expr": e, "legendFormat": t, "instant": True,
                           "format": "table"} for i, (t, _, e) in enumerate(DELTA)]}
+    breakdown = _breakdown_panel(102, table["gridPos"]["y"] + 8)
     phase = {"id": 101, "type": "stat", "title": "Load generator phase", "datasource": DS,
-             "gridPos": {"h": 4, "w": 24, "x": 0, "y": table["gridPos"]["y"] + 8},
+             "gridPos": {"h": 4, "w": 24, "x": 0, "y": breakdown["gridPos"]["y"] + 8},
              "fieldConfig": {"defaults": {"unit": "none"}, "overrides": []},
              "options": {"textMode": "name", "reduceOptions": {"calcs": ["lastNotNull"]}},
              "targets": [{"refId": "A", "datasource": DS, "expr": 'loadgen_run_info{run_id=~"$run_id"}',
@@ -127,7 +143,7 @@ def build() -> dict:
     single = _var("version", 'label_values(up{job="tfserving"}, version)', False)
     return {
         "compare.json": _dashboard("tfsb-compare", "TF Serving: version comparison", [versions, baseline, run],
-                                   panels + [table, phase]),
+                                   panels + [table, breakdown, phase]),
         "version.json": _dashboard("tfsb-version", "TF Serving: one version in depth", [single],
                                    [_timeseries(i + 1, t, u, tg, 12 * (i % 2), 8 * (i // 2))
                                     for i, (t, u, tg) in enumerate(DRILL)]),

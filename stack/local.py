@@ -71,9 +71,23 @@ def model_status(port: int, model: str, timeout: float = 1.0) -> str | None:
     return next(iter(version_states(port, model, timeout).values()), None)
 
 
+def running_mode(version: Version) -> dict | None:
+    """How the version's running server was started ({"batching", "cpus", ...}), None if it is not."""
+    d = version_dir(version)
+    if not procs.alive(procs.read_pid(d / "modelserver.pid"), "modelserver"):
+        return None
+    try:
+        return json.loads((d / "modelserver.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def up_version(version: Version, registry: Registry, model_path: str | None = None, model_name: str = MODEL_NAME,
                batching: bool = True, bind: str = "127.0.0.1", timeout_s: float = 180,
-               batching_file: Path | None = None, log=print) -> dict:
+               batching_file: Path | None = None, cpus: list | None = None, log=print) -> dict:
+    """Start the version's model server (cpus: pin it there) unless it already runs."""
+    from stack.placement import pin_child
+
     d = version_dir(version)
     d.mkdir(parents=True, exist_ok=True)
     pid_file, log_file = d / "modelserver.pid", d / "modelserver.log"
@@ -91,7 +105,9 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
     procs.write_atomic(cfg, render_models_config(base, model_name))
     cmd = server_command(python, version, cfg, batching=batching, bind=bind, batching_file=batching_file)
     pid = procs.start(cmd, pid_file, log_file, env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"),
-                      cwd=ROOT)
+                      cwd=ROOT, preexec_fn=pin_child(cpus) if cpus else None)
+    procs.write_atomic(d / "modelserver.json", json.dumps({"batching": batching, "model": str(base), "cpus": cpus,
+                                                           "batching_file": str(batching_file or "")}))
     log(f"TF Serving {version.name}: starting (pid {pid}, TensorFlow {version.tensorflow}), log {log_file}")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

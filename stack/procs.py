@@ -39,12 +39,13 @@ def alive(pid: int | None, must_contain: str = "") -> bool:
     return must_contain in cmdline
 
 
-def start(cmd: list, pid_file: Path, log_file: Path, env: dict | None = None, cwd: Path | None = None) -> int:
+def start(cmd: list, pid_file: Path, log_file: Path, env: dict | None = None, cwd: Path | None = None,
+          preexec_fn=None) -> int:
     """Start cmd detached (own session, so `make` ending doesn't kill it); record its pid."""
     log_file.parent.mkdir(parents=True, exist_ok=True)
     with open(log_file, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=env, cwd=cwd)
+                                start_new_session=True, env=env, cwd=cwd, preexec_fn=preexec_fn)
     write_atomic(pid_file, f"{proc.pid}\n")
     return proc.pid
 

@@ -15,6 +15,7 @@ from stack import ports
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ["rules/tfserving.rules.yml", "alerts/tfserving.alerts.yml"]
+SCRAPE_INTERVAL_S = 2.0  # every target; short enough that a short benchmark window has several points
 
 
 def service(version_name: str) -> str:
@@ -22,7 +23,8 @@ def service(version_name: str) -> str:
     return "tfserving-" + version_name.replace(".", "-")
 
 
-def generate(versions: list, runtime: str = "local", sla_rules: str | None = None, interval: str = "2s") -> dict:
+def generate(versions: list, runtime: str = "local", sla_rules: str | None = None,
+             interval: str = f"{SCRAPE_INTERVAL_S:g}s") -> dict:
     if runtime == "docker":
         prom_dir = "/etc/prometheus"
         tf = None  # file_sd: `make up` lists the versions it started (stack/docker_runtime.py)

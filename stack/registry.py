@@ -38,6 +38,12 @@ class Version:
     gpu_pip: tuple[str, ...]
     serving_api: str
     ports: Ports
+    family: str = ""  # an alias (calibration's "2.21-b") names the version whose venv and model it shares
+
+    @property
+    def key(self) -> str:
+        """What venvs and model exports are keyed by: the version itself, or the one it aliases."""
+        return self.family or self.name
 
     def requirements(self, server_pip: tuple[str, ...], gpu: bool = False) -> tuple[str, ...]:
         """Everything the version's venv resolves together (serving_api goes in --no-deps).
@@ -76,9 +82,21 @@ class Registry:
             raise RegistryError(f"version listed twice in {' '.join(names)!r}")
         return [self.get(n) for n in names]
 
+    def with_alias(self, name: str, suffix: str = "-b", port_shift: int = 2) -> "Registry":
+        """This registry plus a second instance of version `name`, labelled name+suffix, on ports
+        shifted by port_shift: the other side of an A/A run. Same TF, venv and model."""
+        v = self.get(name)
+        alias = dataclasses.replace(v, name=name + suffix, family=v.key,
+                                    ports=Ports(grpc=v.ports.grpc + port_shift, rest=v.ports.rest + port_shift))
+        taken = {p: o.name for o in self.versions.values() for p in (o.ports.grpc, o.ports.rest)}
+        clash = [p for p in (alias.ports.grpc, alias.ports.rest) if p in taken]
+        if clash:
+            raise RegistryError(f"the A/A instance {alias.name} would take port {clash[0]} of {taken[clash[0]]}")
+        return dataclasses.replace(self, versions={**self.versions, alias.name: alias})
+
     @property
     def newest(self) -> Version:
-        return max(self.versions.values(), key=lambda v: tuple(int(p) for p in v.name.split(".")))
+        return max((v for v in self.versions.values() if not v.family), key=lambda v: tuple(int(p) for p in v.name.split(".")))
 
 
 _STR_FIELDS = ("tensorflow", "image", "gpu_image", "python", "serving_api")

@@ -33,7 +33,7 @@ def _pins(version: Version, registry: Registry, gpu: bool) -> list[str]:
 def venv_path(version: Version, registry: Registry, gpu: bool = False) -> Path:
     digest = hashlib.sha256("\n".join(_pins(version, registry, gpu)).encode()).hexdigest()[:10]
     kind = "gpu" if gpu else "cpu"
-    return home() / "venvs" / f"tf{version.name}-{kind}-py{version.python}-{digest}"
+    return home() / "venvs" / f"tf{version.key}-{kind}-py{version.python}-{digest}"
 
 
 def find_python(minor: str) -> str:

@@ -13,12 +13,14 @@ from stack.targets import query
 
 COLUMNS = ["QPS (client side)", "QPS (server side)", "P50 latency (client side)", "P99 latency (client side)",
            "P99 latency (server side)", "Error ratio (client side)", "Memory (process RSS)"]
+BREAKDOWN_PANEL = "Where the time goes: $version"  # its targets' legends become columns (mean per request)
+BREAKDOWN_COLUMNS = [label for label, _ in dashboards.BREAKDOWN]
 
 
 def _fmt(title: str, value: float | None) -> str:
     if value is None:
         return "-"
-    if "latency" in title:
+    if "latency" in title or title in BREAKDOWN_COLUMNS:
         return f"{value * 1000:.2f} ms"
     if "ratio" in title:
         return f"{value:.2%}"
@@ -29,9 +31,11 @@ def _fmt(title: str, value: float | None) -> str:
 
 def snapshot(prom_url: str, versions: list) -> dict:
     """{version: {panel title: value}} for the comparison panels, evaluated now."""
-    panels = {t: e for t, _, e in dashboards.panel_queries(dashboards.load("compare.json"))}
+    queries = dashboards.panel_queries(dashboards.load("compare.json"))
+    panels = {t: e for t, _, e in queries}
+    panels.update({legend: e for t, legend, e in queries if t == BREAKDOWN_PANEL})
     out = {v: {} for v in versions}
-    for title in COLUMNS:
+    for title in COLUMNS + BREAKDOWN_COLUMNS:
         expr = dashboards.substitute(panels[title], versions, versions[0], "30s")
         for r in query(prom_url, expr):
             v = r["metric"].get("version")
@@ -47,8 +51,10 @@ def table(values: dict):
     t.add_column("version")
     for c in COLUMNS:
         t.add_column(c, justify="right")
+    for c in BREAKDOWN_COLUMNS:
+        t.add_column(f"{c} (mean)", justify="right")
     for v, row in values.items():
-        t.add_row(v, *[_fmt(c, row.get(c)) for c in COLUMNS])
+        t.add_row(v, *[_fmt(c, row.get(c)) for c in COLUMNS + BREAKDOWN_COLUMNS])
     return t
 
 

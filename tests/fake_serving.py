@@ -33,6 +33,7 @@ class Behaviour:
     hang: bool = False               # never answer predicts
     reset: bool = False              # close the connection instead of answering
     keepalive_s: float = 75.0        # close keep-alive connections idle this long (aiohttp's default)
+    miscount: int = 0                # /monitoring/prometheus/metrics counts each predict 1 + this (-1: none)
 
 
 class FakeServing:
@@ -64,6 +65,7 @@ class FakeServing:
         app = web.Application()
         app.router.add_get("/v1/models/my_model/metadata", lambda r: web.json_response(META))
         app.router.add_post("/v1/models/my_model:predict", self._predict)
+        app.router.add_get("/monitoring/prometheus/metrics", self._metrics)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5, keepalive_timeout=self.b.keepalive_s)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -72,6 +74,20 @@ class FakeServing:
         self._ready.set()
         await self._stop.wait()
         await runner.cleanup()
+
+    async def _metrics(self, request):
+        """TF Serving's request_count and request_latency (1 ms per request), as miscounted as asked."""
+        n = self.requests * (1 + self.b.miscount)
+        text = ("# TYPE :tensorflow:serving:request_count counter\n"
+                f':tensorflow:serving:request_count{{model_name="my_model",status="OK"}} {n}\n'
+                "# TYPE :tensorflow:serving:request_latency histogram\n"
+                f':tensorflow:serving:request_latency_bucket{{model_name="my_model",API="predict",entrypoint="REST",'
+                f'le="+Inf"}} {n}\n'
+                f':tensorflow:serving:request_latency_sum{{model_name="my_model",API="predict",entrypoint="REST"}} '
+                f"{n * 1000}\n"
+                f':tensorflow:serving:request_latency_count{{model_name="my_model",API="predict",entrypoint="REST"}} '
+                f"{n}\n")
+        return web.Response(text=text, content_type="text/plain")
 
     async def _predict(self, request):
         await request.read()

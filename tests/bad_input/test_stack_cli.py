@@ -29,6 +29,15 @@ COMMANDS = [
     ("unknown profile", ["analysis", "compare", "--versions", "2.9", "--profile", "huge"], "unknown PROFILE"),
     ("zero repeats", ["analysis", "compare", "--versions", "2.9", "--repeat", "0"], "REPEAT must be >= 1"),
     ("bad protocol", ["analysis", "compare", "--versions", "2.9", "--protocol", "http"], "PROTOCOL"),
+    ("bad rows", ["analysis", "compare", "--versions", "2.9", "--rows", "1 x"], "ROWS must be whole numbers"),
+    ("zero rows", ["analysis", "compare", "--versions", "2.9", "--rows", "0"], "ROWS must be whole numbers >= 1"),
+    ("rows over max batch", ["analysis", "compare", "--versions", "2.9", "--rows", "64"],
+     "larger than max_batch_size 32"),
+    ("bad batching", ["analysis", "compare", "--versions", "2.9", "--batching", "maybe"], "BATCHING must be one of"),
+    ("bad sla", ["analysis", "compare", "--versions", "2.9", "--sla-ms", "-3"], "SLA_MS must be"),
+    ("missing profile file", ["analysis", "compare", "--versions", "2.9", "--profile", "/nope/p.yaml"],
+     "cannot read /nope/p.yaml"),
+    ("calibrate unknown version", ["analysis", "calibrate", "--version", "1.0"], "unknown version '1.0'"),
     ("unknown run", ["analysis", "report", "--run", "nope"], "no run 'nope'"),
     ("bad baseline name", ["analysis", "baseline", "--run", "x", "--name", "../etc"], "baseline name"),
     ("unknown baseline", ["analysis", "regress", "--baseline", "nope", "--version", "2.9"], "no baseline 'nope'"),
@@ -81,3 +90,35 @@ def test_port_taken_by_another_process_is_one_line(tmp_path):
         taken.listen()
         proc = run(["stack", "up", "--versions", "2.9", "--runtime", "local"], tmp_path, TFSB_PORT_OFFSET="26000")
     one_line_error(proc, f"port {v.ports.rest + 26000} (REST of TF Serving 2.9) is taken by another process")
+
+
+PROFILES = [
+    ("every bad field named", "concurrency: [4, x]\nwindow_s: -1\nrepeat: 1.5\ncolour: red\n",
+     ["concurrency must be a list", "window_s must be a number > 0", "repeat must be a whole number",
+      "unknown field 'colour'"]),
+    ("nothing to measure", "concurrency: []\n", ["concurrency and rates are both empty"]),
+    ("search bounds", "search_low: 500\nsearch_high: 100\n", ["search_low (500) must be below search_high (100)"]),
+    ("alias bomb", "a: &a [1, 1]\nb: &b [*a, *a]\nconcurrency: *b\n", ["aliases (*name) are not allowed"]),
+    ("not a mapping", "- 1\n- 2\n", ["a profile is a mapping"]),
+]
+
+
+@pytest.mark.parametrize("case,text,needles", PROFILES, ids=[p[0] for p in PROFILES])
+def test_bad_profile_files_name_every_bad_field(tmp_path, case, text, needles):
+    f = tmp_path / "my.yaml"
+    f.write_text(text)
+    proc = run(["analysis", "compare", "--versions", "2.9", "--profile", str(f)], tmp_path)
+    one_line_error(proc, needles[0])
+    for n in needles[1:]:
+        assert n in proc.stderr, proc.stderr
+    assert not (tmp_path / "state").exists() and not (tmp_path / "results").exists()
+
+
+def test_a_profile_file_overrides_quick_field_by_field(tmp_path):
+    from analysis.profiles import PROFILES as BUILT_IN, get
+
+    f = tmp_path / "mine.yaml"
+    f.write_text("concurrency: [8, 1]\nwindow_s: 2.5\nrepeat: 5\n")
+    p = get(str(f))
+    assert p.name == "mine" and p.concurrency == (1, 8) and p.window_s == 2.5 and p.repeat == 5
+    assert p.warmup_s == BUILT_IN["quick"].warmup_s and p.rates == ()

@@ -1,0 +1,121 @@
+"""From cells to the report's rows: a mean and interval over repeats for every figure, each version
+against the baseline version, and every verdict of the report corrected together (Holm).
+
+A row is one (batching, rows per request, protocol, load level, version); its figures:
+client side (exact, from the load generator), the breakdown from the server's own counters
+(analysis/counters.py), memory and CPU from Prometheus, and the efficiency: delivered rows/s
+over the version's in-process TensorFlow ceiling at that request size.
+"""
+from __future__ import annotations
+
+from analysis import stats
+from analysis.plan import group
+
+BREAKDOWN = ["client_ms", "transport_ms", "server_ms", "frontend_ms", "queue_ms", "runtime_ms"]
+# Compared with the baseline: (figure, higher is better, test)
+COMPARED = [("achieved_qps", True, stats.welch), ("p99_ms", False, stats.mann_whitney)] + \
+           [(b, False, stats.welch) for b in BREAKDOWN]
+DESCRIBED = ["rows_per_s", "efficiency", "p50_ms", "p90_ms", "error_ratio", "rss_mib", "gpu_mib", "cpu_s_per_1k"]
+
+
+def ceiling_values(run: dict, version: str, rows: int) -> list:
+    got = run.get("ceiling", {}).get(version, {}).get("rows_per_s", {})
+    return list(got.get(str(rows), []))
+
+
+def cell_values(cell: dict, prom: dict, ceiling_mean: float | None) -> dict:
+    st, lat = cell["client"], cell["client"]["latency_ms"]
+    rows_per_s = st["achieved_qps"] * cell["rows"]
+    cpu, b = prom.get("cpu_seconds"), cell.get("breakdown") or {}
+    return {"achieved_qps": st["achieved_qps"], "rows_per_s": rows_per_s,
+            "efficiency": rows_per_s / ceiling_mean if ceiling_mean else None,
+            "p50_ms": lat.get("p50"), "p90_ms": lat.get("p90"), "p99_ms": lat.get("p99"),
+            **{k: b.get(k) for k in BREAKDOWN}, "error_ratio": st["error_ratio"],
+            "rss_mib": prom["rss_bytes"] / 2**20 if prom.get("rss_bytes") is not None else None,
+            "gpu_mib": prom["gpu_bytes"] / 2**20 if prom.get("gpu_bytes") is not None else None,
+            "cpu_s_per_1k": cpu / st["completed"] * 1000 if cpu is not None and st["completed"] else None}
+
+
+def _compare(values: list, base: list, test, higher_is_better: bool) -> dict:
+    d = test(values, base)
+    base_mean = stats.mean_ci(base)["mean"]
+    rel = [None if x is None or not base_mean else x / abs(base_mean) for x in (d["diff"], d["ci_low"], d["ci_high"])]
+    return {**d, "rel": rel[0], "rel_ci_low": rel[1], "rel_ci_high": rel[2], "higher_is_better": higher_is_better}
+
+
+def _bucket_span(buckets: list) -> list | None:
+    got = [b for b in buckets if b]
+    return [min(b[0] for b in got), max(b[1] for b in got)] if got else None
+
+
+def build(run: dict, prom_by_key: dict) -> dict:
+    """{"rows": [...], "ceiling": [...], "tests": n, "mde": {...}} with verdicts filled in."""
+    versions = run["config"]["versions"]
+    baseline = versions[0]
+    ceil_mean = {(v, r): stats.mean_ci(ceiling_values(run, v, r))["mean"]
+                 for v in versions for r in run["config"]["rows"]}
+    groups: dict = {}
+    for k, cell in run["cells"].items():
+        vals = cell_values(cell, prom_by_key.get(k, {}), ceil_mean.get((cell["version"], cell["rows"])))
+        groups.setdefault((group(cell), cell["version"]), []).append((vals, cell.get("server_p99_bucket")))
+    order = {v: i for i, v in enumerate(versions)}
+    rows, tests = [], []
+    for (g, version), items in sorted(groups.items(), key=lambda kv: (kv[0][0][0] is False, *kv[0][0][1:],
+                                                                       order.get(kv[0][1], 99))):
+        batching, nrows, proto, mode, level = g
+        vals = [v for v, _ in items]
+        row = {"batching": batching, "rows_per_request": nrows, "protocol": proto, "mode": mode, "level": level,
+               "version": version, "repeats": len(items), "server_p99_bucket_ms": _bucket_span([b for _, b in items])}
+        for name in [n for n, _, _ in COMPARED] + DESCRIBED:
+            row[name] = stats.mean_ci([v[name] for v in vals])
+        row["ceiling_rows_per_s"] = ceil_mean.get((version, nrows))
+        base = groups.get((g, baseline))
+        if version != baseline and base:
+            for name, better, test in COMPARED:
+                cmp = _compare([v[name] for v in vals], [b[name] for b, _ in base], test, better)
+                row[f"{name}_vs_baseline"] = cmp
+                tests.append(cmp)
+        rows.append(row)
+    ceiling = []
+    for nrows in run["config"]["rows"]:
+        base = ceiling_values(run, baseline, nrows)
+        for v in versions:
+            got = ceiling_values(run, v, nrows)
+            if not got:
+                continue
+            c = {"version": v, "rows_per_request": nrows, "tensorflow": run["ceiling"][v].get("tensorflow"),
+                 "ceiling_rows_per_s": stats.mean_ci(got)}
+            if v != baseline and base:
+                c["vs_baseline"] = _compare(got, base, stats.welch, True)
+                tests.append(c["vs_baseline"])
+            ceiling.append(c)
+    for t, sig in zip(tests, stats.holm([t["p"] for t in tests])):
+        t["significant"] = sig
+        t["verdict"] = stats.verdict(t, sig, t["higher_is_better"])
+    return {"rows": rows, "ceiling": ceiling, "tests": len(tests), "mde": detectable(rows, len(tests))}
+
+
+def detectable(rows: list, tests: int) -> dict:
+    """Per compared figure: the smallest relative difference this report's noise lets a verdict
+    call, at the strictest level Holm applies (alpha / number of tests), with 80% power."""
+    alpha = stats.ALPHA / max(1, tests)
+    out = {}
+    for name, _, test in COMPARED:
+        rel_sd, ns = [], []
+        for r in rows:
+            ci = r[name]
+            if ci["n"] >= 2 and ci["mean"] and ci["ci_low"] is not None:
+                half = ci["ci_high"] - ci["mean"]
+                sd = half * ci["n"] ** 0.5 / stats.st.t.ppf(0.5 + stats.LEVEL / 2, ci["n"] - 1)
+                rel_sd.append(sd / abs(ci["mean"]))
+                ns.append(ci["n"])
+        if not rel_sd:
+            continue
+        n = min(ns)
+        entry = {"repeats": n, "alpha": alpha, "method": "welch" if test is stats.welch else "mann-whitney"}
+        if test is stats.mann_whitney:
+            entry["min_repeats"] = stats.min_repeats_mann_whitney(alpha)
+        rel_sd.sort()
+        entry["relative"] = stats.min_detectable(rel_sd[len(rel_sd) // 2], n, alpha)
+        out[name] = entry
+    return out

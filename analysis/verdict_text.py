@@ -1,0 +1,114 @@
+"""The first lines of a report: the answer in sentences, then what limits it.
+
+    **2.21 vs 2.9, 32 rows per request, grpc, batching on:** TensorFlow runtime +18% [+12%, +24%]
+    slower at c4, ...; end-to-end QPS: no significant difference at c4, c16; TensorFlow is 41% of
+    a request's time on 2.9, 47% on 2.21.
+"""
+from __future__ import annotations
+
+import time
+
+
+def fmt_pct(x) -> str:
+    return "n/a" if x is None else f"{x * 100:+.0f}%"
+
+
+def _level(r: dict) -> str:
+    return f"c{r['level']:g}" if r["mode"] == "closed" else f"{r['level']:g}/s"
+
+
+def _claims(rows: list, name: str) -> str:
+    """'+18% [+12%, +24%] slower at c4; no significant difference at c16' over a row group."""
+    parts: dict = {}
+    for r in rows:
+        d = r.get(f"{name}_vs_baseline")
+        if not d:
+            continue
+        if d["verdict"] in ("faster", "slower") and d.get("rel") is not None:
+            ci = f" [{fmt_pct(d['rel_ci_low'])}, {fmt_pct(d['rel_ci_high'])}]" if d.get("rel_ci_low") is not None else ""
+            parts.setdefault(f"{fmt_pct(d['rel'])}{ci} {d['verdict']}", []).append(_level(r))
+        else:
+            parts.setdefault(d["verdict"], []).append(_level(r))
+    return "; ".join(f"{claim} at {', '.join(levels)}" for claim, levels in parts.items())
+
+
+def _mean_of(rows: list, name: str) -> float | None:
+    got = [r[name]["mean"] for r in rows if r[name]["mean"] is not None]
+    return sum(got) / len(got) if got else None
+
+
+def _share(rows: list) -> str | None:
+    got = [r["runtime_ms"]["mean"] / r["client_ms"]["mean"] for r in rows
+           if r["runtime_ms"]["mean"] is not None and r["client_ms"]["mean"]]
+    return f"{sum(got) / len(got):.0%}" if got else None
+
+
+def headline(rep: dict) -> list:
+    base = rep["baseline_version"]
+    versions = rep["config"]["versions"]
+    groups: dict = {}
+    for r in rep["rows"]:
+        groups.setdefault((r["batching"], r["rows_per_request"], r["protocol"]), {}).setdefault(r["version"], []).append(r)
+    out = []
+    for (batching, nrows, proto), by_version in groups.items():
+        for v in versions[1:]:
+            rows = by_version.get(v)
+            if not rows:
+                continue
+            parts = []
+            runtime = _claims(rows, "runtime_ms")
+            if runtime:
+                parts.append(f"TensorFlow runtime {runtime}")
+            qps = _claims(rows, "achieved_qps")
+            if qps:
+                parts.append(f"end-to-end QPS {qps}")
+            shares = [(name, _share(by_version.get(name, []))) for name in (base, v)]
+            if all(s for _, s in shares):
+                parts.append(f"TensorFlow is {shares[0][1]} of a request's time on {base} and {shares[1][1]} on {v}")
+            rss = _mean_of(rows, "rss_mib"), _mean_of(by_version.get(base, []), "rss_mib")
+            if None not in rss:
+                parts.append(f"memory {rss[0] - rss[1]:+.0f} MiB RSS")
+            out.append(f"**{v} vs {base}, {nrows} row{'s' if nrows > 1 else ''} per request, {proto}, batching "
+                       f"{'on' if batching else 'off'}:** " + "; ".join(parts) + ".")
+    for c in rep["ceiling"]:
+        d = c.get("vs_baseline")
+        if not d or d.get("rel") is None:
+            continue
+        if d["verdict"] in ("faster", "slower"):
+            claim = f"{abs(d['rel']):.0%} {'more' if d['rel'] > 0 else 'fewer'} rows/s than {base}'s " \
+                    f"[{fmt_pct(d['rel_ci_low'])}, {fmt_pct(d['rel_ci_high'])}]: {d['verdict']}"
+        else:
+            claim = f"no significant difference from {base}'s ({fmt_pct(d['rel'])})"
+        rows = f"{c['rows_per_request']} row{'s' if c['rows_per_request'] > 1 else ''}"
+        out.append(f"In-process at {rows} (no serving path), {c['version']}'s TensorFlow "
+                   f"({c['tensorflow']}) does {c['ceiling_rows_per_s']['mean']:,.0f} rows/s: {claim}.")
+    return out or ["No comparison: the run has one version or no finished measurement."]
+
+
+def notes(rep: dict) -> list:
+    """What a reader must know before trusting the figures: shared cores, invalid windows, holes."""
+    out = []
+    pl = rep.get("placement") or {}
+    if pl and not pl.get("isolated"):
+        out.append(f"> **Client and servers share cores** ({pl.get('reason')}): end-to-end QPS and latency include "
+                   "the load generator's own CPU time; the TF runtime and ceiling figures do not.")
+    elif pl:
+        out.append(f"> Placement: load generator on cores {pl['client']}, model servers on cores {pl['servers']}.")
+    if rep["status"] != "done":
+        out.append(f"> **Partial run**: {len(rep['crosscheck'])} of {rep['planned']} measurements finished (the "
+                   f"compare was interrupted); `make compare ... RUN={rep['run_id']}` resumes it.")
+    invalid = [c for c in rep["crosscheck"] if not c["valid"]]
+    if invalid:
+        out.append(f"> **{len(invalid)} invalid window(s)** (generator saturated, send lag, too few requests or "
+                   "server unreachable): see the reconciliation list below.")
+    bad = [c for c in rep["crosscheck"] if not (c["client_vs_server"]["ok"] and c["server_vs_prometheus"]["ok"])]
+    if bad:
+        out.append(f"> **Counts disagree in {len(bad)} window(s)**: something else talked to a server, or a request "
+                   "was lost; see below.")
+    if rep["gaps"] is None:
+        out.append("> Prometheus did not answer: memory and CPU are n/a and gaps could not be checked.")
+    for a, b in rep["gaps"] or []:
+        since = time.strftime("%H:%M:%S", time.localtime(a))
+        out.append(f"> **Gap in the Prometheus data**: {b - a:.0f} s from {since} (Prometheus down or not "
+                   "scraping); windows overlapping it show memory and CPU as n/a.")
+    return out + [""] if out else []

@@ -1,0 +1,70 @@
+"""The TensorFlow ceiling: the model's signature called in-process, back to back, exactly as the
+model server calls it (Servable.run), in this venv's TensorFlow. Nothing of the serving path
+(HTTP, gRPC, JSON, queues, threads) is in the way, so its rows/s is the most any server built
+on this runtime can deliver for this request size on these cores.
+
+    python -m modelserver.ceiling --model-dir models/build/tf2.9/my_model/1 --rows 1 32 \\
+        --windows 5 --window-s 1
+
+prints {"tensorflow": "2.9.3", "rows_per_s": {"1": [...], "32": [...]}} (one value per window;
+the windows of the row sizes alternate, so drift spreads over all of them).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def measure(servable, sig, rows_levels: list, windows: int, window_s: float, warmup_s: float) -> dict:
+    from modelserver.servable import example_inputs
+
+    inputs = {r: example_inputs(sig, r) for r in rows_levels}
+    for r in rows_levels:  # graph tracing, allocator growth, caches: not part of the ceiling
+        t_end = time.perf_counter() + warmup_s
+        while time.perf_counter() < t_end:
+            servable.run(sig, inputs[r])
+    out = {str(r): [] for r in rows_levels}
+    for _ in range(windows):
+        for r in rows_levels:
+            n, t0 = 0, time.perf_counter()
+            t_end = t0 + window_s
+            while time.perf_counter() < t_end:
+                servable.run(sig, inputs[r])
+                n += 1
+            out[str(r)].append(n * r / (time.perf_counter() - t0))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m modelserver.ceiling", description=__doc__.splitlines()[0])
+    p.add_argument("--model-dir", required=True, help="one version directory (holding saved_model.pb)")
+    p.add_argument("--signature", default="serving_default")
+    p.add_argument("--rows", type=int, nargs="+", default=[1])
+    p.add_argument("--windows", type=int, default=5)
+    p.add_argument("--window-s", type=float, default=1.0)
+    p.add_argument("--warmup-s", type=float, default=0.5)
+    a = p.parse_args(argv)
+    if min(a.rows) < 1 or a.windows < 1 or a.window_s <= 0:
+        p.error("--rows, --windows and --window-s must be positive")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    from modelserver.servable import Servable
+    from modelserver.status import ServingError
+
+    try:
+        servable = Servable("ceiling", 1, a.model_dir)
+        sig = servable.signature(a.signature)
+    except (ServingError, OSError) as e:
+        print(f"ceiling: error: {e}", file=sys.stderr)
+        return 2
+    rows = measure(servable, sig, a.rows, a.windows, a.window_s, a.warmup_s)
+    print(json.dumps({"tensorflow": tf.__version__, "rows_per_s": rows}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

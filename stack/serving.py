@@ -1,0 +1,110 @@
+"""The model servers a comparison drives, whoever started them: one small interface.
+
+analysis/ asks a Serving for its servers (name, addresses, metrics endpoint), to bring them up
+in a batching mode, to cold-start one, to bring up monitoring, and where each version's own
+TensorFlow can be run in-process (the ceiling); it never reaches into pid files or ports.
+
+    serving = LocalServing(registry, registry.select("2.9 2.21"))
+    serving.up(batching=True)
+    for s in serving.servers: print(s.name, s.address("grpc"), s.metrics_url)
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import urllib.request
+from pathlib import Path
+
+from stack import ports
+
+
+@dataclasses.dataclass(frozen=True)
+class Server:
+    name: str                # the label of its series and report rows: "2.9", "2.21-b"
+    host: str
+    rest: int | None
+    grpc: int | None
+    metrics_url: str
+    model: str = "my_model"
+    tensorflow: str = ""     # the TF release it runs, when known
+
+    def address(self, protocol: str) -> tuple:
+        port = self.rest if protocol == "rest" else self.grpc
+        if not port:
+            raise ValueError(f"{self.name} has no {protocol} address")
+        return self.host, port
+
+
+def local_server(version) -> Server:
+    """The server of a registry version in the local runtime (its ports, after TFSB_PORT_OFFSET)."""
+    rest = ports.rest(version)
+    return Server(version.name, "127.0.0.1", rest, ports.grpc(version),
+                  f"http://127.0.0.1:{rest}/monitoring/prometheus/metrics", tensorflow=version.tensorflow)
+
+
+def first_predict_ms(server: Server, timeout: float = 30) -> float:
+    """One predict with a single all-0.5 row of the example model's shape, over REST, timed."""
+    body = json.dumps({"instances": [[0.5] * 784]}).encode()
+    req = urllib.request.Request(f"http://{server.host}:{server.rest}/v1/models/{server.model}:predict", data=body,
+                                 headers={"Content-Type": "application/json"})
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        r.read()
+    return (time.perf_counter() - t0) * 1000
+
+
+class LocalServing:
+    """Model servers of the local runtime: per-version venvs, processes with pid files."""
+
+    kind = "local"
+
+    def __init__(self, registry, versions: list, model_path: str | None = None, cpus: list | None = None,
+                 log=print):
+        self.registry, self.versions, self.model_path, self.cpus, self.log = registry, versions, model_path, cpus, log
+        self.servers = [local_server(v) for v in versions]
+        self._by_name = {v.name: v for v in versions}
+
+    def up(self, batching: bool) -> None:
+        """Every server running in this batching mode (and placement); restarted where it differs."""
+        from stack import local, procs
+
+        for v in self.versions:
+            mode = local.running_mode(v)
+            if mode is not None and (mode.get("batching") != batching or mode.get("cpus") != self.cpus
+                                     or (self.model_path and mode.get("model") != str(Path(self.model_path).resolve()))):
+                procs.stop(local.version_dir(v) / "modelserver.pid")
+            local.up_version(v, self.registry, model_path=self.model_path, batching=batching, cpus=self.cpus,
+                             log=lambda *_: None)
+
+    def cold_start(self, server: Server, batching: bool) -> dict:
+        """Restart one server and time process start -> AVAILABLE -> first successful predict."""
+        from stack import local, procs
+
+        v = self._by_name[server.name]
+        procs.stop(local.version_dir(v) / "modelserver.pid")
+        t0 = time.perf_counter()
+        local.up_version(v, self.registry, model_path=self.model_path, batching=batching, cpus=self.cpus,
+                         log=lambda *_: None)
+        t_avail = time.perf_counter()
+        first = first_predict_ms(server)
+        return {"to_available_s": t_avail - t0, "first_request_ms": first,
+                "to_first_predict_s": time.perf_counter() - t0}
+
+    def monitoring(self, sla_p99_ms: float) -> str:
+        """Exporter and Prometheus up (Prometheus scraping these servers); its URL."""
+        from stack import monitoring
+
+        monitoring.up_exporter(log=lambda *_: None)
+        return monitoring.up_prometheus(self.registry, sla_p99_ms=sla_p99_ms, log=lambda *_: None)
+
+    def ceiling_command(self, server: Server) -> tuple:
+        """(python of the server's own TF venv, its model's newest version directory)."""
+        from models.prepare import check_base_path, ensure_example_model
+        from stack.venvs import ensure_venv, venv_python
+
+        v = self._by_name[server.name]
+        base = check_base_path(self.model_path) if self.model_path else \
+            ensure_example_model(v, self.registry, log=lambda *_: None)
+        newest = max((d for d in base.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
+        return venv_python(ensure_venv(v, self.registry, log=lambda *_: None)), newest
