@@ -100,9 +100,14 @@ def measure(s, payloads: dict, boundary=None) -> dict:
 
 def execute(s, quiet: bool = False) -> int:
     """Run scenario s; returns the exit code (0 ok, 1 a threshold broken)."""
+    from stack.placement import isolate_from_env, pin_self, plan
+
     quiet = quiet or not sys.stderr.isatty()
     check_writable(s.out)
     payloads = build_payloads(s)
+    place = plan(None, isolate_from_env())
+    if place.isolated:  # off the model servers' cores (`make up` put them on the others)
+        pin_self(place.client)
 
     def progress(line: str) -> None:
         sys.stderr.write("\r" + line[:200].ljust(120))

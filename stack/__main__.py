@@ -32,9 +32,15 @@ def cmd_up(args, reg) -> int:
     if not shutil.which("prometheus"):  # before any server starts, not after
         raise RuntimeError("the prometheus binary is missing: `make setup` installs Debian's prometheus package "
                            "(elsewhere: https://prometheus.io/download/, put `prometheus` on PATH)")
+    from stack.placement import isolate_from_env, plan
+
+    place = plan(None, isolate_from_env())
+    if place.isolated:
+        print(f"  placement: model servers on cores {place.servers}, load generator on {place.client} (ISOLATE=0: off)")
     for v in versions:
         info = local.up_version(v, reg, model_path=args.model or None, model_name=args.model_name,
-                                batching=not args.no_batching, bind=args.bind)
+                                batching=not args.no_batching, bind=args.bind,
+                                cpus=place.servers if place.isolated else None)
         print(f"  TF Serving {v.name}: REST http://127.0.0.1:{info['rest']}/v1/models/{args.model_name}  "
               f"gRPC 127.0.0.1:{info['grpc']}  metrics http://127.0.0.1:{info['rest']}/monitoring/prometheus/metrics")
     exporter = monitoring.up_exporter(args.bind)

@@ -48,6 +48,9 @@ def tfserving(v) -> dict:
         "labels": {"tfsb.version": v.name},
         "volumes": ["./monitoring_configs:/config:ro", f"./models/build/tf{v.name}/my_model:/models/my_model:ro"],
         "ports": [_bind(v.ports.grpc, 8500), _bind(v.ports.rest, 8501)],
+        # The servers' cores, disjoint from the load generator's where the machine has 4 or more
+        # (stack/placement.py; `make up` sets it, ISOLATE=0 or fewer cores: all of them).
+        "cpuset": "${TFSB_SERVER_CPUSET:-}",
         # The official images have no curl: bash's /dev/tcp asks the model status endpoint.
         "healthcheck": {"test": ["CMD", "bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/8501 && printf 'GET "
                                  "/v1/models/my_model HTTP/1.0\\r\\n\\r\\n' >&3 && grep -q AVAILABLE <&3"],
@@ -108,6 +111,7 @@ def generate(versions: list) -> dict:
         "profiles": ["load"],  # a job, not a daemon: docker compose run --rm loadgen run ...
         "command": ["run", "--help"],
         "ports": [_bind(9464)],
+        "cpuset": "${TFSB_CLIENT_CPUSET:-}",
         **HARDENED,
     }
     return {"services": services, "volumes": {"prometheus-data": {}, "grafana-data": {}}}

@@ -46,8 +46,19 @@ def compose_command() -> list:
     return base + ["-p", project(), "--project-directory", str(ROOT), *files]
 
 
+def placement_env() -> dict:
+    """The cpusets compose pins the servers and the load generator to (empty: not pinned)."""
+    from stack.placement import Placement, isolate_from_env, plan
+
+    p = plan(None, isolate_from_env())
+    if not p.isolated:
+        return {"TFSB_SERVER_CPUSET": "", "TFSB_CLIENT_CPUSET": ""}
+    return {"TFSB_SERVER_CPUSET": Placement.cpuset(p.servers), "TFSB_CLIENT_CPUSET": Placement.cpuset(p.client)}
+
+
 def compose(*args, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, TFSB_TARGETS_DIR=str(targets_file().parent))  # the file_sd mount (compose.py)
+    env = dict(os.environ, TFSB_TARGETS_DIR=str(targets_file().parent),  # the file_sd mount (compose.py)
+               **placement_env())
     proc = subprocess.run(compose_command() + list(args), cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
     if check and proc.returncode != 0:
