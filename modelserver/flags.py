@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--rest_api_num_threads", type=_non_negative, default=0,
          help="threads running unbatched TF calls (0: number of CPUs)")
     flag("--rest_api_timeout_in_ms", type=_non_negative, default=30000)
+    flag("--grpc_max_threads", type=_non_negative, default=0,
+         help="threads of the gRPC server, each runs its RPC's TF call (0: 4 x number of CPUs, as TF Serving)")
     flag("--enable_model_warmup", type=_bool, nargs="?", const=True, default=True)
     # Extensions of this server (real TF Serving binds every interface and has no limits here).
     flag("--listen_address", default="127.0.0.1", help="address REST and gRPC bind to")

@@ -1,8 +1,14 @@
-"""TF Serving's gRPC API with the official tensorflow-serving-api stubs (grpc.aio).
+"""TF Serving's gRPC API with the official tensorflow-serving-api stubs.
 
-PredictionService.Predict and GetModelMetadata, ModelService.GetModelStatus.
+PredictionService.Predict and GetModelMetadata, ModelService.GetModelStatus. Like TF Serving's
+own, the server is gRPC's synchronous one: each RPC runs in a thread of its pool, which decodes
+the request, runs TensorFlow (which releases the GIL) and encodes the answer, with no hop
+through an event loop (grpc.aio's poller thread and loop hops cost more than the TF call here:
+benchmarks/modelserver.py, rows "gRPC").
 """
 from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,
@@ -25,21 +31,17 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     def __init__(self, api, manager, metrics):
         self.api, self.manager, self.metrics = api, manager, metrics
 
-    async def Predict(self, request, context):
+    def Predict(self, request, context):
         name, version, label = _spec(request.model_spec)
 
         def decode(sig):
             return {k: tensors.proto_to_array(k, v) for k, v in request.inputs.items()}
         try:
-            servable, sig, outputs = await self.api.predict(
-                name, version, label, request.model_spec.signature_name, decode, "GRPC")
-            if request.output_filter:
-                unknown = set(request.output_filter) - set(outputs)
-                if unknown:
-                    raise invalid(f"output tensor alias not found in signature: {sorted(unknown)[0]}")
-                outputs = {k: outputs[k] for k in request.output_filter}
+            servable, sig, outputs = self.api.predict_blocking(
+                name, version, label, request.model_spec.signature_name, decode, "GRPC",
+                tuple(request.output_filter))
         except ServingError as e:
-            await context.abort(e.grpc_code, e.message)
+            context.abort(e.grpc_code, e.message)
         resp = predict_pb2.PredictResponse()
         resp.model_spec.name = name
         resp.model_spec.version.value = servable.version
@@ -48,14 +50,14 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             resp.outputs[k].CopyFrom(tensors.array_to_proto(v))
         return resp
 
-    async def GetModelMetadata(self, request, context):
+    def GetModelMetadata(self, request, context):
         name, version, label = _spec(request.model_spec)
         try:
             if list(request.metadata_field) != ["signature_def"]:
                 raise invalid("Metadata field signature_def must be requested (and is the only one supported)")
             servable = self.manager.resolve(name, version, label)
         except ServingError as e:
-            await context.abort(e.grpc_code, e.message)
+            context.abort(e.grpc_code, e.message)
         sdm = get_model_metadata_pb2.SignatureDefMap()
         for k, v in servable.signature_defs.items():
             sdm.signature_def[k].CopyFrom(v)
@@ -70,12 +72,12 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     def __init__(self, manager):
         self.manager = manager
 
-    async def GetModelStatus(self, request, context):
+    def GetModelStatus(self, request, context):
         name, version, _ = _spec(request.model_spec)
         try:
             states = self.manager.statuses(name, version)
         except ServingError as e:
-            await context.abort(e.grpc_code, e.message)
+            context.abort(e.grpc_code, e.message)
         resp = get_model_status_pb2.GetModelStatusResponse()
         for s in states:
             resp.model_version_status.add(
@@ -85,10 +87,11 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 
 
 def build_server(api, manager, metrics, address: str, max_message_bytes: int,
-                 max_concurrent_rpcs: int = 0):
+                 max_concurrent_rpcs: int = 0, threads: int = 4):
     # RPCs beyond max_concurrent_rpcs are answered RESOURCE_EXHAUSTED by grpc itself.
-    server = grpc.aio.server(maximum_concurrent_rpcs=max_concurrent_rpcs or None,
-                             options=[("grpc.max_receive_message_length", max_message_bytes),
+    server = grpc.server(ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
+                         maximum_concurrent_rpcs=max_concurrent_rpcs or None,
+                         options=[("grpc.max_receive_message_length", max_message_bytes),
                                       ("grpc.max_send_message_length", max_message_bytes),
                                       ("grpc.so_reuseport", 0)])
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(api, manager, metrics),

@@ -1,35 +1,58 @@
-"""The API both front ends share: resolve the servable, validate, run, count."""
+"""The API both front ends share: resolve the servable, decode, validate, run, count.
+
+REST awaits `predict` on its event loop; gRPC calls `predict_blocking` in its handler thread,
+where the TF call runs without a hop to another thread (TF Serving's own request threads run
+the session the same way).
+"""
 from __future__ import annotations
 
 import time
 
-from modelserver.status import ServingError, from_tf_exception
+from modelserver.status import ServingError, from_tf_exception, invalid
 
 
 class PredictAPI:
     def __init__(self, manager, runner, metrics):
         self.manager, self.runner, self.metrics = manager, runner, metrics
 
-    async def predict(self, name: str, version, label, signature_name: str, decode, entrypoint: str):
+    def _prepare(self, name, version, label, signature_name: str, decode, outputs: tuple):
+        servable = self.manager.resolve(name, version, label)
+        sig = servable.signature(signature_name)
+        unknown = [k for k in outputs if k not in sig.outputs]
+        if unknown:
+            raise invalid(f"output tensor alias not found in signature: {unknown[0]} Outputs expected to be in the "
+                          f"set {{{','.join(sorted(sig.outputs))}}}.")
+        inputs = decode(sig)
+        return servable, sig, inputs, servable.validate(sig, inputs)
+
+    def _status(self, e: BaseException) -> ServingError:
+        return e if isinstance(e, ServingError) else from_tf_exception(e)  # anything else: INTERNAL, counted
+
+    async def predict(self, name: str, version, label, signature_name: str, decode, entrypoint: str,
+                      outputs: tuple = ()):
         """decode(sig) -> {input name: ndarray}; returns (servable, signature, outputs).
 
-        Every request is counted with its status; latency is recorded for successful
-        ones only, as TF Serving does.
-        """
-        t0 = time.perf_counter()
-        status = "OK"
+        Every request is counted with its status; latency is recorded for successful ones only,
+        as TF Serving does."""
+        t0, status = time.perf_counter(), "OK"
         try:
-            servable = self.manager.resolve(name, version, label)
-            sig = servable.signature(signature_name)
-            inputs = decode(sig)
-            rows = servable.validate(sig, inputs)
-            outputs = await self.runner.run(servable, sig, inputs, rows, "predict")
-            return servable, sig, outputs
-        except ServingError as e:
-            status = e.code
-            raise
-        except Exception as e:  # anything else is the server's fault: INTERNAL, still counted
-            err = from_tf_exception(e)
+            servable, sig, inputs, rows = self._prepare(name, version, label, signature_name, decode, outputs)
+            return servable, sig, await self.runner.run(servable, sig, inputs, rows, "predict", outputs)
+        except Exception as e:  # noqa: BLE001 - counted, then answered with its code
+            err = self._status(e)
+            status = err.code
+            raise err from None
+        finally:
+            self.metrics.request(name, "predict", entrypoint, status, time.perf_counter() - t0)
+
+    def predict_blocking(self, name: str, version, label, signature_name: str, decode, entrypoint: str,
+                         outputs: tuple = ()):
+        t0, status = time.perf_counter(), "OK"
+        try:
+            servable, sig, inputs, rows = self._prepare(name, version, label, signature_name, decode, outputs)
+            return servable, sig, self.runner.run_blocking(servable, sig, inputs, rows, "predict", outputs)
+        except Exception as e:  # noqa: BLE001
+            err = self._status(e)
             status = err.code
             raise err from None
         finally:

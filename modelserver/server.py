@@ -68,8 +68,9 @@ async def serve(args) -> None:
     grpc_server = site = None
     if args.port:
         grpc_server = build_server(api, manager, metrics, f"{args.listen_address}:{args.port}",
-                                   args.rest_api_max_body_bytes, args.rest_api_max_connections)
-        await grpc_server.start()
+                                   args.rest_api_max_body_bytes, args.rest_api_max_connections,
+                                   args.grpc_max_threads or 4 * (os.cpu_count() or 1))
+        grpc_server.start()
         log.info("Running gRPC ModelServer at %s:%d ...", args.listen_address, args.port)
     if args.rest_api_port:
         read_timeout_s = args.rest_api_read_timeout_ms / 1000
@@ -90,7 +91,7 @@ async def serve(args) -> None:
     await stopping.wait()
     log.info("shutting down")
     if grpc_server:
-        await grpc_server.stop(grace=2)
+        await loop.run_in_executor(None, lambda: grpc_server.stop(grace=2).wait())
     if site:
         site.close()
         guard.stop()

@@ -14,10 +14,10 @@ from modelserver.servable import Signature, TensorSpec
 from modelserver.status import ServingError
 
 SIGNATURES = {
-    "dense": Signature("serving_default", "", {"x": TensorSpec(types_pb2.DT_FLOAT, [-1, 3])}, {}, None),
-    "ids": Signature("serving_default", "", {"ids": TensorSpec(types_pb2.DT_INT64, [-1])}, {}, None),
+    "dense": Signature("serving_default", "", {"x": TensorSpec(types_pb2.DT_FLOAT, [-1, 3])}, {}, {}, {}),
+    "ids": Signature("serving_default", "", {"ids": TensorSpec(types_pb2.DT_INT64, [-1])}, {}, {}, {}),
     "two": Signature("serving_default", "", {"a": TensorSpec(types_pb2.DT_STRING, [-1]),
-                                              "b": TensorSpec(types_pb2.DT_BOOL, [-1, 2])}, {}, None),
+                                              "b": TensorSpec(types_pb2.DT_BOOL, [-1, 2])}, {}, {}, {}),
 }
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=5),
