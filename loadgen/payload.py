@@ -14,6 +14,7 @@ import urllib.request
 import numpy as np
 import orjson
 
+from loadgen import tfproto
 from loadgen.scenario import ScenarioError, Target
 
 DTYPES = {"DT_FLOAT": np.float32, "DT_DOUBLE": np.float64, "DT_HALF": np.float16, "DT_INT8": np.int8,
@@ -52,24 +53,24 @@ def fetch_signature(t: Target, timeout: float = 10.0) -> dict:
 
 def _fetch_signature_grpc(t: Target, timeout: float) -> dict:
     import grpc
-    from tensorflow.core.framework import types_pb2
-    from tensorflow_serving.apis import get_model_metadata_pb2, prediction_service_pb2_grpc
 
-    req = get_model_metadata_pb2.GetModelMetadataRequest()
+    req = tfproto.GetModelMetadataRequest()
     req.model_spec.name = t.model
     if t.model_version:
         req.model_spec.version.value = t.model_version
     req.metadata_field.append("signature_def")
     with grpc.insecure_channel(f"{t.host}:{t.port}") as ch:
+        call = ch.unary_unary("/tensorflow.serving.PredictionService/GetModelMetadata",
+                              request_serializer=lambda m: m.SerializeToString(),
+                              response_deserializer=tfproto.GetModelMetadataResponse.FromString)
         try:
-            resp = prediction_service_pb2_grpc.PredictionServiceStub(ch).GetModelMetadata(req, timeout=timeout)
+            resp = call(req, timeout=timeout)
         except grpc.RpcError as e:
             raise TargetError(f"{t.name}: GetModelMetadata at {t.host}:{t.port}: {e.code().name}: {e.details()}") from None
-    sdm = get_model_metadata_pb2.SignatureDefMap()
-    resp.metadata["signature_def"].Unpack(sdm)
+    sdm = tfproto.SignatureDefMap.FromString(resp.metadata["signature_def"].value)
     if t.signature not in sdm.signature_def:
         raise TargetError(f"{t.name}: model {t.model!r} has no signature {t.signature!r}")
-    return {k: (types_pb2.DataType.Name(v.dtype), [d.size for d in v.tensor_shape.dim])
+    return {k: (tfproto.DT_NAME.get(v.dtype, "DT_INVALID"), [d.size for d in v.tensor_shape.dim])
             for k, v in sdm.signature_def[t.signature].inputs.items()}
 
 
@@ -139,16 +140,13 @@ def rest_body(inputs: dict, fmt: str, signature_name: str) -> bytes:
 
 
 def grpc_body(inputs: dict, t: Target) -> bytes:
-    import tensorflow as tf
-    from tensorflow_serving.apis import predict_pb2
-
-    req = predict_pb2.PredictRequest()
+    req = tfproto.PredictRequest()
     req.model_spec.name = t.model
     req.model_spec.signature_name = t.signature
     if t.model_version:
         req.model_spec.version.value = t.model_version
     for k, v in inputs.items():
-        req.inputs[k].CopyFrom(tf.make_tensor_proto(v))
+        req.inputs[k].CopyFrom(tfproto.tensor_proto(v))
     return req.SerializeToString()
 
 

@@ -34,19 +34,31 @@ def timed_run(servable, sig, inputs: dict, outputs: tuple = ()) -> tuple:
 
 
 class DirectRunner:
-    """No batching: each request is one TF call, in the caller's thread (gRPC) or on a pool
-    thread (REST: the event loop must not wait for TensorFlow)."""
+    """No batching: each request is one TF call, in the caller's thread (gRPC), or for REST in
+    the event loop itself when the signature's calls are short, else on a pool thread.
+
+    A short TF call (the example model at 1 row: ~40 us) costs less than the hop to a pool
+    thread and back (benchmarks/modelserver.py, row "REST c32 1 row": 1.4x the requests/s
+    inline); a long one would stall every other connection of the loop while it runs. The
+    choice follows each signature's recent mean call time (an exponential average)."""
+
+    INLINE_MAX_S = 0.0002  # calls shorter than this on average run on the event loop
 
     def __init__(self, threads: int, metrics):
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tf-run")
         self.metrics = metrics
+        self.mean_s = {}  # (id(servable), signature name) -> recent mean seconds of a call
 
     def run_blocking(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = ()) -> dict:
         out, seconds = timed_run(servable, sig, inputs, outputs)
         self.metrics.runtime(servable.model_name, api, seconds)
+        key = (id(servable), sig.name)
+        self.mean_s[key] = 0.9 * self.mean_s.get(key, seconds) + 0.1 * seconds
         return out
 
     async def run(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = ()) -> dict:
+        if self.mean_s.get((id(servable), sig.name), 1.0) < self.INLINE_MAX_S:
+            return self.run_blocking(servable, sig, inputs, rows, api, outputs)
         return await asyncio.get_running_loop().run_in_executor(
             self.pool, self.run_blocking, servable, sig, inputs, rows, api, outputs)
 

@@ -57,7 +57,7 @@ class _Guarded(asyncio.Protocol):
 
 
 class ConnectionGuard:
-    """Protocol factory for loop.create_server, plus the middleware that marks headers done."""
+    """Protocol factory for loop.create_server, plus the handler wrapper that marks headers done."""
 
     def __init__(self, factory, max_connections: int, header_timeout_s: float):
         self.factory, self.max_connections, self.timeout = factory, max_connections, header_timeout_s
@@ -90,15 +90,17 @@ class ConnectionGuard:
             return True
         return False
 
-    @web.middleware
-    async def middleware(self, request: web.Request, handler):
-        t = request.transport
-        self.deadlines.pop(t, None)  # headers are in; the body has rest.py's read timeout
-        self.busy.add(t)
-        try:
-            return await handler(request)
-        finally:
-            self.busy.discard(t)
+    def wrap(self, handler):
+        """The request handler, marking its connection's headers complete and the connection busy."""
+        async def guarded(request: web.BaseRequest) -> web.StreamResponse:
+            t = request.transport
+            self.deadlines.pop(t, None)  # headers are in; the body has rest.py's read timeout
+            self.busy.add(t)
+            try:
+                return await handler(request)
+            finally:
+                self.busy.discard(t)
+        return guarded
 
     def start(self) -> None:
         if self.timeout > 0:

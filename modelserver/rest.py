@@ -127,7 +127,10 @@ class RestAPI:
 
     async def _predict(self, request, name, version, label):
         try:
-            raw = await asyncio.wait_for(request.read(), self.read_timeout_s)
+            if request.content.is_eof():  # the whole body is in: no timer (a task) to read it
+                raw = await request.read()
+            else:
+                raw = await asyncio.wait_for(request.read(), self.read_timeout_s)
         except web.HTTPRequestEntityTooLarge:  # (its max_size attribute is missing in older aiohttp)
             too_large = {"error": f"request body larger than {self.max_body_bytes} bytes"}
             return web.Response(body=orjson.dumps(too_large), status=413, content_type=_JSON)
@@ -167,8 +170,12 @@ class RestAPI:
                     "metadata": {"signature_def": meta}})
 
 
-def build_app(rest: RestAPI, max_body_bytes: int, middlewares=()) -> web.Application:
-    app = web.Application(client_max_size=max_body_bytes, middlewares=list(middlewares))
+def build_server(rest: RestAPI, max_body_bytes: int, wrap=lambda h: h, **handler_args) -> web.Server:
+    """aiohttp's low-level server: one handler for every path (routing is _ROUTE above), none of
+    an Application's router and middleware machinery on the hot path."""
     rest.max_body_bytes = max_body_bytes
-    app.router.add_route("*", "/{tail:.*}", rest.handle)
-    return app
+
+    def request_factory(message, payload, protocol, writer, task):
+        return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
+                               client_max_size=max_body_bytes)
+    return web.Server(wrap(rest.handle), request_factory=request_factory, **handler_args)

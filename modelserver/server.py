@@ -36,14 +36,13 @@ def _check_port_free(host: str, port: int, what: str) -> None:
 
 
 async def serve(args) -> None:
-    from aiohttp import web
 
     from modelserver.batching import BatchingRunner, DirectRunner
     from modelserver.grpc_api import build_server
     from modelserver.guard import ConnectionGuard
     from modelserver.metrics import ServingMetrics
     from modelserver.predict import PredictAPI
-    from modelserver.rest import RestAPI, build_app
+    from modelserver.rest import RestAPI, build_server as build_rest
 
     metrics = ServingMetrics()
     metrics_path = configs.load_monitoring(args.monitoring_config_file)
@@ -76,10 +75,8 @@ async def serve(args) -> None:
         read_timeout_s = args.rest_api_read_timeout_ms / 1000
         rest = RestAPI(api, manager, metrics, metrics_path, read_timeout_s)
         guard = ConnectionGuard(None, args.rest_api_max_connections, read_timeout_s)
-        app_runner = web.AppRunner(build_app(rest, args.rest_api_max_body_bytes, [guard.middleware]),
-                                   access_log=None, keepalive_timeout=75)
-        await app_runner.setup()
-        guard.factory = app_runner.server
+        rest_server = build_rest(rest, args.rest_api_max_body_bytes, guard.wrap, access_log=None, keepalive_timeout=75)
+        guard.factory = rest_server
         # Our own listener instead of web.TCPSite, so every connection passes the guard.
         site = await loop.create_server(guard, args.listen_address, args.rest_api_port, backlog=1024,
                                         reuse_address=True)
@@ -95,7 +92,7 @@ async def serve(args) -> None:
     if site:
         site.close()
         guard.stop()
-        await app_runner.cleanup()
+        await rest_server.shutdown(2.0)
     await manager.stop()
     runner.close()
     direct.close()
