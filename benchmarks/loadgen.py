@@ -7,7 +7,10 @@ client pinned to core 1): wrk, hey, Locust HttpUser and FastHttpUser, the seeds'
 ThreadPoolExecutor + requests client, and loadgen (1 process, closed loop, same
 concurrency). Then: the open loop at 80% of loadgen's maximum (achieved rate,
 send lag), the recording cost against prometheus_client's Histogram.observe, RSS
-growth over many requests, and gRPC against REST on the model server.
+growth over many requests. Last, the client's own cost against the drop-in model server (newest
+TF, batching off, 1 row) at concurrency 1 and 8, alternated pair by pair with an independent C/C++
+client on the same server: wrk for REST, Triton's perf_analyzer for gRPC (benchmarks/independent.py
+says how it runs and how to reproduce it by hand).
 """
 from __future__ import annotations
 
@@ -36,12 +39,9 @@ def body() -> bytes:
 
 
 def run_wrk(url, body_file, seconds, conc):
-    script = Path(tempfile.mkdtemp()) / "post.lua"
-    script.write_text(f'wrk.method = "POST"\nwrk.headers["Content-Type"] = "application/json"\n'
-                      f'local f = io.open("{body_file}", "rb")\nwrk.body = f:read("*a")\nf:close()\n')
-    out = subprocess.run(pin(1) + ["wrk", "-t1", f"-c{conc}", f"-d{seconds}s", "-s", str(script), url],
-                         capture_output=True, text=True).stdout
-    return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    from benchmarks.independent import wrk
+
+    return wrk(url, body_file, conc, seconds)["qps"]
 
 
 def run_hey(url, body_file, seconds, conc):
@@ -142,18 +142,37 @@ def rss_growth(url_target: str, requests: int, conc: int, body_file) -> tuple:
     return done, base / 2**20, (max(s for _, s in samples) - base) / 2**20
 
 
-def grpc_vs_rest(seconds: int, conc: int) -> tuple:
+def client_cost(seconds: int, body_file, pairs: int = 2) -> list:
+    """Rows: protocol, concurrency, pair, loadgen req/s, independent req/s, ratio, p50s, client CPU."""
+    from benchmarks import independent
+
     sys.path.insert(0, str(ROOT / "tests"))
     from servers import start_modelserver
     from stack.registry import load_registry
+    why_not = independent.perf_analyzer_ready(log=lambda m: print(m, file=sys.stderr, flush=True))
     srv = start_modelserver(load_registry().newest.name, Path(tempfile.mkdtemp()))
+    rows = []
     try:
-        common = ["--concurrency", str(conc), "--duration", f"{seconds}s", "--warmup", "1s"]
-        rest = run_loadgen(f"rest://127.0.0.1:{srv.rest}", common)["achieved_qps"]
-        grpc = run_loadgen(f"grpc://127.0.0.1:{srv.grpc}", common)["achieved_qps"]
+        for proto, port in (("REST", srv.rest), ("gRPC", srv.grpc)):
+            if proto == "gRPC" and why_not:
+                rows.append([proto, "-", "-", "-", "-", "-", "-", "-", f"skipped: {why_not}"])
+                continue
+            for conc in (1, 8):
+                for pair in range(1, pairs + 1):
+                    lg = run_loadgen(f"{proto.lower()}://127.0.0.1:{port}", [
+                        "--concurrency", str(conc), "--duration", f"{seconds}s", "--warmup", "1s"]
+                        + (["--payload-file", str(body_file)] if proto == "REST" else []))
+                    other = (independent.wrk(f"http://127.0.0.1:{port}/v1/models/my_model:predict", body_file, conc,
+                                             seconds) if proto == "REST" else independent.perf_analyzer(port, conc,
+                                                                                                     seconds=seconds))
+                    rows.append([proto, conc, pair, f"{lg['achieved_qps']:,.0f}", f"{other['qps']:,.0f}",
+                                 f"{lg['achieved_qps'] / other['qps']:.2f}",
+                                 f"{lg['latency_ms']['p50']:.3f} / {other['p50_ms']:.3f}",
+                                 f"{lg['client_cpu_ms_per_request'] * 1000:.0f}",
+                                 "wrk" if proto == "REST" else "perf_analyzer 2.60"])
     finally:
         srv.stop()
-    return rest, grpc
+    return rows
 
 
 def main() -> int:
@@ -203,10 +222,11 @@ def main() -> int:
                 [["prometheus_client Histogram.observe (same 321 buckets)", f"{prom_ns:.0f}", "1.0"],
                  ["loadgen Series.record (log buckets + HDR, flushed)", f"{ours_ns:.0f}", f"{prom_ns / ours_ns:.1f}"]]))
     print(f"\nRSS: {done:,} requests, baseline {base:.1f} MiB, growth {growth:.1f} MiB")
-    print("measuring gRPC vs REST on the model server ...", file=sys.stderr, flush=True)
-    rest, grpc = grpc_vs_rest(a.seconds, a.concurrency)
-    print(table("\nmodel server (newest TF, batching off), loadgen closed loop", ["protocol", "req/s", "x REST"],
-                [["REST", f"{rest:,.0f}", "1.00"], ["gRPC", f"{grpc:,.0f}", f"{grpc / rest:.2f}"]]))
+    print("measuring the client's own cost against the model server ...", file=sys.stderr, flush=True)
+    print(table("\nclient cost: loadgen vs an independent client on the drop-in model server (newest TF, batching "
+                "off, 1 row), alternated", ["protocol", "concurrency", "pair", "loadgen req/s", "other req/s",
+                                            "loadgen/other", "p50 ms loadgen / other", "loadgen CPU us/req",
+                                            "other client"], client_cost(a.seconds, body_file)))
     return 0
 
 

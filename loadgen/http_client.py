@@ -31,7 +31,8 @@ class HttpConnection(asyncio.Protocol):
     connection_reset / invalid_response.
     """
 
-    __slots__ = ("transport", "buf", "done", "closed", "want", "status", "keep_alive", "chunked", "check_body")
+    __slots__ = ("transport", "buf", "done", "closed", "want", "status", "keep_alive", "chunked", "check_body",
+                 "body_start")
 
     def __init__(self, check_body: bool = True):
         self.transport = None
@@ -85,24 +86,23 @@ class HttpConnection(asyncio.Protocol):
                 self.chunked = True
             elif name == b"connection" and value.strip().lower() == b"close":
                 self.keep_alive = False
-        self.want = body_start + length
+        self.want, self.body_start = body_start + length, body_start
         return True
 
     def _complete(self, end: int) -> None:
-        body = bytes(self.buf[:end])
-        del self.buf[:end]
+        status, buf, start = self.status, self.buf, self.body_start
+        if status >= 300:
+            err = "http"
+        elif self.check_body and all(buf.find(m, start, start + 256) < 0 for m in OK_MARKERS):
+            err = "invalid_response"
+        else:
+            err = ""
+        del buf[:end]  # no copy of the response: only its first bytes are looked at, in place
         self.want = -1
         done, self.done = self.done, None
         if not self.keep_alive:
             self.closed = True
             self.transport.close()
-        status = self.status
-        if status >= 300:
-            err = "http"
-        elif self.check_body and not any(m in body[:256] for m in OK_MARKERS):
-            err = "invalid_response"
-        else:
-            err = ""
         if done is not None:
             done(status, err)
 

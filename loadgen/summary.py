@@ -57,6 +57,13 @@ def phase_stats(info: dict, mode: str, s) -> dict:
           "latency_ms": quantiles_ms(ok), "cpu_ratio": round(info["cpu_ratio"], 3)}
     if ok.total_count and "ok_sum_s" in info:  # the exact mean, not HDR's bin midpoints
         st["latency_ms"]["avg"] = info["ok_sum_s"] / ok.total_count * 1000
+    # The client's own cost: CPU of the whole process (every thread) per completed request. In a
+    # closed loop at low concurrency it sits on the critical path of every request.
+    st["client_cpu_ms_per_request"] = info["cpu_ratio"] * secs * 1000 / completed if completed else None
+    p50 = st["latency_ms"].get("p50")
+    if st["client_cpu_ms_per_request"] and p50 and st["client_cpu_ms_per_request"] >= 0.1 * p50:
+        st["client_cost_note"] = (f"client cost ~ {st['client_cpu_ms_per_request']:.2f} ms/request, "
+                                  f"{st['client_cpu_ms_per_request'] / p50:.0%} of p50")
     reasons = []
     if mode == "closed":
         st["concurrency"] = info["level"]
@@ -134,5 +141,10 @@ def print_table(summary: dict, console=None) -> None:
                           f"{st['achieved_qps']:.1f}", f("avg"), f("p50"), f("p90"), f("p99"), f("p999"), f("max"),
                           "-" if ph == "warmup" else ("yes" if st["valid"] else "NO: " + "; ".join(st["invalid_reasons"])))
     console.print(table)
+    for t in summary["targets"]:
+        for ph, st in t["phases"].items():
+            if ph != "warmup" and st.get("client_cost_note"):
+                console.print(f"{t['name']} {ph}: {st['client_cost_note']} (the load generator's own CPU per "
+                              "request; at low concurrency it is part of the latency measured)")
     for v in summary["violations"]:
         console.print(f"[red]threshold broken:[/red] {v}")

@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
          help="REST connections beyond this are answered 503; also caps concurrent gRPC calls (0: no cap)")
     flag("--rest_api_read_timeout_ms", type=_non_negative, default=10000,
          help="a client that sends its request slower than this is disconnected")
+    flag("--max_tensor_bytes", type=_non_negative, default=128 << 20,
+         help="a request tensor larger than this once decoded is refused INVALID_ARGUMENT (TF Serving has no bound)")
     flag("--pid_file", default="", help="write the process id here (local runtime bookkeeping)")
     flag("--version_label", default="", help="TF Serving version this server stands for (logs only)")
     return p

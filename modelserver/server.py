@@ -44,6 +44,9 @@ async def serve(args) -> None:
     from modelserver.predict import PredictAPI
     from modelserver.rest import RestAPI, build_server as build_rest
 
+    from modelserver import tensors
+
+    tensors.MAX_TENSOR_BYTES = args.max_tensor_bytes
     metrics = ServingMetrics()
     metrics_path = configs.load_monitoring(args.monitoring_config_file)
     batching = configs.load_batching(args.batching_parameters_file) if args.enable_batching else None

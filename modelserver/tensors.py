@@ -6,11 +6,16 @@ lists, np.frombuffer on tensor_content); that is the hot path of every request.
 from __future__ import annotations
 
 import base64
+import math
 
 import numpy as np
 from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2
 
 from modelserver.status import invalid
+
+# A decoded tensor larger than this is refused before anything is allocated (--max_tensor_bytes).
+# TF Serving has no such bound: a few bytes of TensorProto can ask it for gigabytes.
+MAX_TENSOR_BYTES = 128 << 20
 
 # DataType enum -> numpy dtype, for the dtypes this server accepts.
 NP_DTYPES = {
@@ -84,9 +89,12 @@ def json_to_array(name: str, value, np_dtype: np.dtype) -> np.ndarray:
         raise invalid(f"input {name!r} expects integers, got non-integral numbers")
     try:
         with np.errstate(over="raise"):  # 1e300 as float32 is an error, not a silent inf
-            return raw.astype(np_dtype, copy=False)
+            arr = raw.astype(np_dtype, copy=False)
     except (ValueError, OverflowError, FloatingPointError):
         raise invalid(f"input {name!r} does not fit {np_dtype.name}") from None
+    if arr.nbytes > MAX_TENSOR_BYTES:
+        raise _too_large(name, arr.nbytes, MAX_TENSOR_BYTES)
+    return arr
 
 
 def array_to_json(arr: np.ndarray):
@@ -116,14 +124,24 @@ _VAL_FIELDS = {
 }
 
 
-def proto_to_array(name: str, proto: tensor_pb2.TensorProto) -> np.ndarray:
+def _too_large(name: str, nbytes: int, limit: int):
+    return invalid(f"input {name!r} would take {nbytes} bytes decoded, above the server's limit of {limit} "
+                   "bytes (--max_tensor_bytes)")
+
+
+def proto_to_array(name: str, proto: tensor_pb2.TensorProto, max_bytes: int | None = None) -> np.ndarray:
+    """A TensorProto as TensorFlow's Tensor::FromProto reads it: tensor_content must hold exactly
+    the shape's bytes; a typed value field fills the shape from its values: none at all is all
+    zeros (empty strings), fewer than the shape needs are padded with the last one, more are
+    cut at the shape's size."""
+    limit = MAX_TENSOR_BYTES if max_bytes is None else max_bytes
     np_dtype = check_supported(proto.dtype, f"input {name!r}")
     if proto.tensor_shape.unknown_rank:
         raise invalid(f"input {name!r} has unknown rank")
     shape = [d.size for d in proto.tensor_shape.dim]
     if any(d < 0 for d in shape):
         raise invalid(f"input {name!r} has a negative dimension in {shape}")
-    count = int(np.prod(shape)) if shape else 1
+    count = math.prod(shape)  # Python ints: no int64 overflow on absurd shapes
     if proto.tensor_content:
         if np_dtype == object:
             raise invalid(f"input {name!r}: string tensors cannot use tensor_content")
@@ -132,20 +150,31 @@ def proto_to_array(name: str, proto: tensor_pb2.TensorProto) -> np.ndarray:
                           f"shape {shape} needs {count * np_dtype.itemsize}")
         return np.frombuffer(proto.tensor_content, dtype=np_dtype).reshape(shape)
     values = getattr(proto, _VAL_FIELDS[proto.dtype])
-    if proto.dtype == types_pb2.DT_HALF:
-        flat = np.array(values, dtype=np.uint16).view(np.float16)
-    elif np_dtype == object:
-        flat = np.empty(len(values), dtype=object)
-        flat[:] = list(values)
+    n = len(values)
+    if np_dtype == object:  # each element is a bytes object: the last one is what padding repeats
+        last = len(values[-1]) if n else 0
+        nbytes = count * (8 + last) if n < count else sum(len(v) for v in values[:count]) + 8 * count
     else:
-        flat = np.array(values, dtype=np_dtype)
-    if flat.size == count:
-        return flat.reshape(shape)
-    if flat.size == 1:  # TF's rule: a single value fills the whole tensor
-        return np.full(shape, flat[0], dtype=np_dtype)
-    if count == 0 and flat.size == 0:
-        return flat.reshape(shape)
-    raise invalid(f"input {name!r}: {flat.size} values do not fill shape {shape}")
+        nbytes = count * np_dtype.itemsize
+    if nbytes > limit:
+        raise _too_large(name, nbytes, limit)
+    if count == 0:
+        return np.zeros(shape, dtype=np_dtype)
+    if proto.dtype == types_pb2.DT_HALF:
+        flat = np.array(values[:count], dtype=np.uint16).view(np.float16)
+    elif np_dtype == object:
+        flat = np.empty(min(n, count), dtype=object)
+        flat[:] = list(values[:count])
+    else:
+        try:
+            flat = np.array(values[:count], dtype=np_dtype)
+        except (OverflowError, ValueError):
+            raise invalid(f"input {name!r} has values that do not fit {np_dtype.name}") from None
+    if n == 0:
+        return np.full(shape, b"", dtype=object) if np_dtype == object else np.zeros(shape, dtype=np_dtype)
+    if n < count:
+        flat = np.concatenate([flat, np.full(count - n, flat[-1], dtype=np_dtype)])
+    return flat.reshape(shape)
 
 
 def array_to_proto(arr: np.ndarray) -> tensor_pb2.TensorProto:
