@@ -13,6 +13,7 @@ from pathlib import Path
 
 from analysis import runstore
 from loadgen.summary import write_json_atomic
+from stack.paths import check_name
 
 
 def baselines_dir() -> Path:
@@ -23,9 +24,7 @@ def baselines_dir() -> Path:
 def archive(run_id: str, name: str, force: bool = False) -> Path:
     from analysis.report import build
 
-    if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"baseline name {name!r}: use letters, digits, '.', '-' and '_'")
-    path = baselines_dir() / f"{name}.json"
+    path = baselines_dir() / f"{check_name(name, 'baseline name')}.json"
     if path.exists() and not force:
         raise FileExistsError(f"baseline {name!r} exists ({path}); FORCE=1 replaces it")
     rep = build(run_id, log=lambda *_: None)
@@ -34,7 +33,7 @@ def archive(run_id: str, name: str, force: bool = False) -> Path:
 
 
 def load(name: str) -> dict:
-    path = baselines_dir() / f"{name}.json"
+    path = baselines_dir() / f"{check_name(name, 'baseline name')}.json"
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:

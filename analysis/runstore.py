@@ -6,19 +6,9 @@ import json
 import os
 import platform
 import subprocess
-from pathlib import Path
 
 from loadgen.summary import write_json_atomic
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def results_dir() -> Path:
-    return Path(os.environ.get("TFSB_RESULTS") or ROOT / "results")
-
-
-def run_dir(run_id: str) -> Path:
-    return results_dir() / run_id
+from stack.paths import ROOT, results_dir, run_dir  # noqa: F401 - the one place names become paths
 
 
 def load(run_id: str) -> dict:

@@ -21,8 +21,13 @@ class RunError(RuntimeError):
 
 
 def check_writable(path: str) -> None:
-    """Fail before the run, not after it: the results directory must take a file."""
+    """Fail before the run, not after it: the results directory must take a file. Directories made
+    for the probe are removed again, so a run that fails before writing leaves nothing behind."""
     d = os.path.dirname(os.path.abspath(path))
+    made, parent = [], d
+    while not os.path.isdir(parent):
+        made.append(parent)
+        parent = os.path.dirname(parent)
     try:
         os.makedirs(d, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=d, prefix=".probe-") as f:
@@ -31,6 +36,12 @@ def check_writable(path: str) -> None:
             os.fsync(f.fileno())
     except OSError as e:
         raise RunError(f"cannot write results to {d}: {e.strerror}") from None
+    finally:
+        for m in made:  # deepest first
+            try:
+                os.rmdir(m)
+            except OSError:
+                pass
 
 
 def build_payloads(s) -> dict:

@@ -42,7 +42,7 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     a("--max-p99", help="threshold, e.g. 50ms: exit 1 when broken")
     a("--max-error-ratio", type=float, help="threshold, e.g. 0.01: exit 1 when broken")
     a("--max-send-lag", help="open loop: send lag P99 bound for a valid result (default 5ms)")
-    a("--metrics-port", type=int, help=f"/metrics port (default {DEFAULT_METRICS_PORT}; 0: none)")
+    a("--metrics-port", type=int, help=f"/metrics port (default {DEFAULT_METRICS_PORT} + TFSB_PORT_OFFSET; 0: none)")
     a("--metrics-addr", default=os.environ.get("BIND", "127.0.0.1"))
     a("--linger", help="keep /metrics up this long after the run, for a last scrape")
     a("--workers", type=int, help="processes, one event loop each; histograms merge exactly")
@@ -107,13 +107,25 @@ def scenario_from_args(args) -> Scenario:
         s.thresholds.max_send_lag_p99_ms = _ms(args.max_send_lag, "--max-send-lag")
     if args.metrics_port is not None:
         s.metrics_port = args.metrics_port
+    elif s.metrics_port == DEFAULT_METRICS_PORT:  # the stack's own port, shifted like every other one
+        from stack import ports
+
+        try:
+            s.metrics_port = ports.port(ports.LOADGEN, "the load generator's /metrics")
+        except ValueError as e:
+            raise ScenarioError(str(e)) from None
     s.metrics_addr = args.metrics_addr
     if args.linger:
         s.linger = args.linger
     if args.workers is not None:
         s.workers = args.workers
-    s.run_id = args.run_id or s.run_id or new_run_id()
-    s.out = args.out or s.out or os.path.join("results", s.run_id, "loadgen.json")
+    from stack.paths import check_name, run_dir
+
+    try:
+        s.run_id = check_name(args.run_id or s.run_id or new_run_id(), "run id")
+    except ValueError as e:
+        raise ScenarioError(str(e)) from None
+    s.out = args.out or s.out or str(run_dir(s.run_id) / "loadgen.json")
     if not args.scenario:
         s.name = "cli"
     return check(s)

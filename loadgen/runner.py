@@ -85,18 +85,18 @@ class Runner:
                                    for n, d in self.drivers.items()))
         else:
             live.offered = {n: float(level) for n in self.drivers}
-            offsets = schedule.arrivals(self.s.load.mode, float(level), seconds, self.s.load.seed + index)
-            self.scheduled[name] = len(offsets)
-            await asyncio.gather(*(self._open(d, phases[n], offsets, t0) for n, d in self.drivers.items()))
+            await asyncio.gather(*(self._open(d, phases[n], schedule.chunks(
+                self.s.load.mode, float(level), seconds, self.s.load.seed + index), t0, (name, n))
+                for n, d in self.drivers.items()))
         elapsed = time.perf_counter() - t0
         cpu = (time.process_time() - cpu0) / max(elapsed, 1e-9)
         live.phase_marks[-1][2] = time.time()
         for n, p in phases.items():
             p.sent_in_window = p.sent
             self.raw[n]["phases"][name] = {"seconds": elapsed, "level": level, "cpu_ratio": cpu,
-                                           "scheduled": self.scheduled.get(name, 0)}
+                                           "scheduled": self.scheduled.get((name, n), 0)}
 
-    async def _open(self, driver, phase: Phase, offsets, t0: float) -> None:
+    async def _open(self, driver, phase: Phase, chunks, t0: float, key: tuple) -> None:
         """Dispatch at the intended times, in ticks. The loop's timers have ~1 ms resolution, so rather
         than spin, every wake-up also sends what is due within the next `early` seconds: such a request
         is timed from its actual (earlier) send, never from its later intended time, so no latency is
@@ -105,24 +105,28 @@ class Runner:
         early, tick = 0.0005, 0.0005
         pending = collections.deque()
         lag = phase.lag
-        offsets = offsets.tolist()  # Python floats: numpy scalar indexing costs ~100 ns a request
-        i, n = 0, len(offsets)
         perf = time.perf_counter
-        while i < n:
-            now = perf()
-            horizon = now - t0 + early
-            while i < n and offsets[i] <= horizon:
-                intended = t0 + offsets[i]
-                if intended <= now:
-                    lag.record(now - intended)
-                    driver.open_dispatch(phase, intended, pending)
-                else:
-                    lag.record(0.0)
-                    driver.open_dispatch(phase, now, pending)
-                i += 1
-            if i < n:
-                await asyncio.sleep(max(tick, offsets[i] - early - (perf() - t0)))
-        end = t0 + (offsets[-1] if n else 0)
+        last = 0.0
+        for chunk in chunks:  # generated as consumed: memory stays bounded at any rate x duration
+            offsets = chunk.tolist()  # Python floats: numpy scalar indexing costs ~100 ns a request
+            self.scheduled[key] = self.scheduled.get(key, 0) + len(offsets)
+            i, n = 0, len(offsets)
+            while i < n:
+                now = perf()
+                horizon = now - t0 + early
+                while i < n and offsets[i] <= horizon:
+                    intended = t0 + offsets[i]
+                    if intended <= now:
+                        lag.record(now - intended)
+                        driver.open_dispatch(phase, intended, pending)
+                    else:
+                        lag.record(0.0)
+                        driver.open_dispatch(phase, now, pending)
+                    i += 1
+                if i < n:
+                    await asyncio.sleep(max(tick, offsets[i] - early - (perf() - t0)))
+            last = offsets[-1] if n else last
+        end = t0 + last
         while perf() < end:
             await asyncio.sleep(0.001)
 

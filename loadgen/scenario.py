@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-import yaml
 
 MODES = ("closed", "constant", "poisson")
+MAX_CONCURRENCY = 10_000  # users (connections) of one process; each costs a socket and some memory
 PROTOCOLS = ("rest", "grpc")
 FORMATS = ("row", "columnar")
 
@@ -157,6 +157,17 @@ def check(s: Scenario) -> Scenario:
     ld.steps = [_number(x, f"load.steps[{i}]", integer=ld.mode == "closed") for i, x in enumerate(ld.steps)]
     for f in ("duration", "step_duration", "warmup", "timeout", "min_duration"):
         setattr(ld, f, parse_duration(getattr(ld, f), f"load.{f}"))
+    if ld.mode != "closed":  # every open-loop rate bounded before a schedule is drawn
+        from loadgen.schedule import check_rate
+
+        try:
+            for r in ld.steps or [ld.rate]:
+                check_rate(r, "load.rate" if not ld.steps else "load.steps")
+        except ValueError as e:
+            raise ScenarioError(str(e)) from None
+    if ld.mode == "closed" and max(ld.steps or [ld.concurrency]) > MAX_CONCURRENCY:
+        raise ScenarioError(f"load.concurrency must be at most {MAX_CONCURRENCY} per process "
+                            "(use --workers or shards), got " + str(max(ld.steps or [ld.concurrency])))
     if (ld.duration if not ld.steps else ld.step_duration) <= 0:
         raise ScenarioError("load.duration must be > 0" if not ld.steps else "load.step_duration must be > 0")
     if ld.timeout <= 0:
@@ -176,6 +187,17 @@ def check(s: Scenario) -> Scenario:
     return s
 
 
+def _run_id(value, where: str) -> str:
+    if value in ("", None):
+        return ""
+    from stack.paths import check_name
+
+    try:
+        return check_name(value, "run_id")
+    except ValueError as e:
+        raise ScenarioError(f"{where}: {e}") from None
+
+
 def _section(raw: dict, key: str, cls, where: str):
     data = raw.get(key) or {}
     if not isinstance(data, dict):
@@ -187,15 +209,20 @@ def _section(raw: dict, key: str, cls, where: str):
     return cls(**data)
 
 
+def _version_text(value, where: str) -> str:
+    """A version as written: YAML reads 2.10 as the float 2.1, so a float is refused, not rounded."""
+    if isinstance(value, float):
+        raise ScenarioError(f"{where}: version {value!r} is a number; write it in quotes (\"2.10\" is not 2.1)")
+    return str(value)
+
+
 def load_file(path: str) -> Scenario:
+    from stack.safe_yaml import YamlError, load_path
+
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
-    except OSError as e:
-        raise ScenarioError(f"cannot read scenario {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise ScenarioError(f"{path}: not valid YAML{f' (line {mark.line + 1})' if mark else ''}") from None
+        raw = load_path(path)
+    except YamlError as e:
+        raise ScenarioError(f"scenario {e}") from None
     if not isinstance(raw, dict):
         raise ScenarioError(f"{path}: a scenario is a mapping with targets: and load:")
     known = {"targets", "load", "payload", "thresholds", "name", "run_id", "metrics_port", "linger", "workers", "out"}
@@ -214,13 +241,17 @@ def load_file(path: str) -> Scenario:
         if not port.isdigit() or not host:
             raise ScenarioError(f"{where}: address must be HOST:PORT")
         try:
-            targets.append(check_target(Target(host=host, port=int(port), **{**t, "version": str(t.get("version", "unknown"))}), where))
+            version = _version_text(t.get("version", "unknown"), where)
+            targets.append(check_target(Target(host=host, port=int(port), **{**t, "version": version}), where))
         except TypeError as e:
             raise ScenarioError(f"{where}: {e}") from None
-    s = Scenario(targets=targets, load=_section(raw, "load", Load, path),
+    load = _section(raw, "load", Load, path)
+    if "mode" not in (raw.get("load") or {}) and (raw.get("load") or {}).get("rate") is not None:
+        load.mode = "poisson"  # a rate means an open loop, as --rate does on the command line
+    s = Scenario(targets=targets, load=load,
                  payload=_section(raw, "payload", Payload, path),
                  thresholds=_section(raw, "thresholds", Thresholds, path),
-                 name=str(raw.get("name", path)), run_id=str(raw.get("run_id", "")),
+                 name=str(raw.get("name", path)), run_id=_run_id(raw.get("run_id", ""), path),
                  metrics_port=raw.get("metrics_port", 9464), linger=raw.get("linger", 0),
                  workers=raw.get("workers", 1), out=str(raw.get("out", "")))
     return check(s)

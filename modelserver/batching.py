@@ -26,10 +26,10 @@ import numpy as np
 from modelserver.status import ServingError, invalid, unavailable
 
 
-def timed_run(servable, sig, inputs: dict, outputs: tuple = ()) -> tuple:
+def timed_run(servable, sig, inputs: dict, outputs: tuple = (), timeout_ms: int = 0) -> tuple:
     """(outputs, seconds of the TF call)."""
     t0 = time.perf_counter()
-    out = servable.run(sig, inputs, outputs)
+    out = servable.run(sig, inputs, outputs, timeout_ms)
     return out, time.perf_counter() - t0
 
 
@@ -49,18 +49,20 @@ class DirectRunner:
         self.metrics = metrics
         self.mean_s = {}  # (id(servable), signature name) -> recent mean seconds of a call
 
-    def run_blocking(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = ()) -> dict:
-        out, seconds = timed_run(servable, sig, inputs, outputs)
+    def run_blocking(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = (),
+                     timeout_ms: int = 0) -> dict:
+        out, seconds = timed_run(servable, sig, inputs, outputs, timeout_ms)
         self.metrics.runtime(servable.model_name, api, seconds)
         key = (id(servable), sig.name)
         self.mean_s[key] = 0.9 * self.mean_s.get(key, seconds) + 0.1 * seconds
         return out
 
-    async def run(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = ()) -> dict:
+    async def run(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = (),
+                  timeout_ms: int = 0) -> dict:
         if self.mean_s.get((id(servable), sig.name), 1.0) < self.INLINE_MAX_S:
-            return self.run_blocking(servable, sig, inputs, rows, api, outputs)
+            return self.run_blocking(servable, sig, inputs, rows, api, outputs, timeout_ms)
         return await asyncio.get_running_loop().run_in_executor(
-            self.pool, self.run_blocking, servable, sig, inputs, rows, api, outputs)
+            self.pool, self.run_blocking, servable, sig, inputs, rows, api, outputs, timeout_ms)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)
@@ -126,14 +128,17 @@ class BatchingRunner:
             self.cond.notify()
         return task.future
 
-    def run_blocking(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = ()) -> dict:
+    def run_blocking(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = (),
+                     timeout_ms: int = 0) -> dict:
         if not sig.batchable or rows < 1 or outputs:
-            return self.fallback.run_blocking(servable, sig, inputs, rows, api, outputs)
+            return self.fallback.run_blocking(servable, sig, inputs, rows, api, outputs, timeout_ms)
         return self.submit(servable, sig, inputs, rows, api).result()
 
-    async def run(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = ()) -> dict:
+    async def run(self, servable, sig, inputs: dict, rows: int, api: str, outputs: tuple = (),
+                  timeout_ms: int = 0) -> dict:
+        """timeout_ms bounds an unbatched run; a batch's one run serves many requests and has none."""
         if not sig.batchable or rows < 1 or outputs:
-            return await self.fallback.run(servable, sig, inputs, rows, api, outputs)
+            return await self.fallback.run(servable, sig, inputs, rows, api, outputs, timeout_ms)
         return await asyncio.wrap_future(self.submit(servable, sig, inputs, rows, api))
 
     def _close(self, q) -> None:

@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--batching_parameters_file", default="", help="BatchingParameters text proto")
     flag("--file_system_poll_wait_seconds", type=_non_negative, default=1,
          help="seconds between polls of the model base path for new versions (0: once)")
+    flag("--max_num_load_retries", type=_non_negative, default=5,
+         help="times a failed model load is retried (a version still being copied, say)")
+    flag("--load_retry_interval_micros", type=_non_negative, default=60 * 1000 * 1000,
+         help="wait between load retries, microseconds")
     flag("--tensorflow_intra_op_parallelism", type=_non_negative, default=0)
     flag("--tensorflow_inter_op_parallelism", type=_non_negative, default=0)
     flag("--rest_api_num_threads", type=_non_negative, default=0,
@@ -63,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--rest_api_max_body_bytes", type=_non_negative, default=64 << 20,
          help="larger request bodies are answered 413")
     flag("--rest_api_max_connections", type=_non_negative, default=1024,
-         help="REST connections beyond this are answered 503; also caps concurrent gRPC calls (0: no cap)")
+         help="REST connections beyond this are answered 503 (never above the open-file limit); also caps concurrent gRPC calls (0: the most the open-file limit allows)")
     flag("--rest_api_read_timeout_ms", type=_non_negative, default=10000,
          help="a client that sends its request slower than this is disconnected")
     flag("--max_tensor_bytes", type=_non_negative, default=128 << 20,

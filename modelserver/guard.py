@@ -65,6 +65,7 @@ class ConnectionGuard:
         self.deadlines: dict = {}  # transport -> monotonic deadline while its headers arrive
         self.busy: set = set()  # transports with a request in a handler
         self.refused = self.timed_out = 0
+        self._refused_logged = float("-inf")
         self._sweeper: asyncio.Task | None = None
 
     def __call__(self) -> _Guarded:
@@ -73,6 +74,11 @@ class ConnectionGuard:
     def admit(self, transport) -> bool:
         if self.max_connections and len(self.open) >= self.max_connections:
             self.refused += 1
+            now = time.monotonic()
+            if now - self._refused_logged > 10:  # one line per 10 s, with the count so far
+                self._refused_logged = now
+                log.warning("REST connection cap %d reached: answered 503 (%d refused so far)", self.max_connections,
+                            self.refused)
             return False
         self.open.add(transport)
         self.deadlines[transport] = time.monotonic() + self.timeout  # silent clients too

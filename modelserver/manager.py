@@ -11,6 +11,8 @@ import asyncio
 import dataclasses
 import logging
 import os
+import re
+import time
 
 from modelserver.status import ServingError, not_found
 
@@ -46,19 +48,34 @@ class VersionState:
     state: str = "START"  # START LOADING AVAILABLE UNLOADING END (TF Serving's ManagerState)
     error: str = ""
     servable: object = None
+    attempts: int = 0          # failed loads so far
+    retry_at: float = 0.0      # monotonic time of the next load attempt, while retrying
+
+
+VERSION_DIR = re.compile(r"[0-9]+")  # ASCII digits only: "²".isdigit() is True, int("²") fails
 
 
 def is_saved_model_dir(path: str) -> bool:
     return any(os.path.isfile(os.path.join(path, f)) for f in ("saved_model.pb", "saved_model.pbtxt"))
 
 
-def list_versions(base_path: str) -> list:
-    """Numeric version dirs that hold a SavedModel (a dir still being copied is skipped)."""
+def version_dirs(base_path: str) -> dict:
+    """{version number: directory name} as TF Serving reads a base path: a directory whose name
+    is a number is that version ("00000123" is 123; the name on disk is kept for its path), any
+    other name is ignored, and a directory without a SavedModel yet (still being copied) too."""
     try:
-        names = os.listdir(base_path)
+        names = sorted(os.listdir(base_path))
     except OSError:
-        return []
-    return sorted(int(n) for n in names if n.isdigit() and is_saved_model_dir(os.path.join(base_path, n)))
+        return {}
+    out = {}
+    for n in names:
+        if VERSION_DIR.fullmatch(n) and is_saved_model_dir(os.path.join(base_path, n)):
+            out.setdefault(int(n), n)
+    return out
+
+
+def list_versions(base_path: str) -> list:
+    return sorted(version_dirs(base_path))
 
 
 def check_base_path(spec: ModelSpec) -> None:
@@ -81,16 +98,25 @@ def aspired(spec: ModelSpec, on_disk: list) -> list:
 
 
 class ModelManager:
-    def __init__(self, specs: list, metrics, warmup: bool = True, poll_wait_s: int = 1, executor=None):
+    def __init__(self, specs: list, metrics, warmup: bool = True, poll_wait_s: int = 1, executor=None,
+                 max_load_retries: int = 5, retry_interval_s: float = 60.0, session_config=None):
         self.specs = {s.name: s for s in specs}
         self.states = {s.name: {} for s in specs}
         self.metrics, self.warmup, self.poll_wait_s, self.executor = metrics, warmup, poll_wait_s, executor
+        self.max_load_retries, self.retry_interval_s = max_load_retries, retry_interval_s
+        self.session_config = session_config
         self._task = None
+
+    def _retrying(self) -> list:
+        return [st for vs in self.states.values() for st in vs.values() if st.state == "LOADING" and st.retry_at]
 
     async def start(self) -> None:
         for spec in self.specs.values():
             check_base_path(spec)
         await self.poll_once()
+        while self._retrying():  # as TF Serving does, startup waits for the initial loads' retries
+            await asyncio.sleep(max(0.0, min(st.retry_at for st in self._retrying()) - time.monotonic()))
+            await self.poll_once()
         failed = [f"{n}: {st.error}" for n, vs in self.states.items() for st in vs.values() if st.state == "END"]
         if not any(st.state == "AVAILABLE" for vs in self.states.values() for st in vs.values()):
             raise ModelPathError("no model version could be loaded: " + "; ".join(failed))
@@ -115,19 +141,32 @@ class ModelManager:
         loop = asyncio.get_running_loop()
         for name, spec in self.specs.items():
             states = self.states[name]
-            want = aspired(spec, list_versions(spec.base_path))
+            on_disk = version_dirs(spec.base_path)
+            want = aspired(spec, sorted(on_disk))
             for v in want:
-                if v in states and states[v].state in ("AVAILABLE", "LOADING", "END"):
-                    continue
-                st = states[v] = VersionState(v, "LOADING")
-                path = os.path.join(spec.base_path, str(v))
+                st = states.get(v)
+                if st is not None and (st.state in ("AVAILABLE", "END") or (st.state == "LOADING" and (
+                        not st.retry_at or st.retry_at > time.monotonic()))):
+                    continue  # served, given up on, being loaded, or not due for a retry yet
+                if st is None:
+                    st = states[v] = VersionState(v, "LOADING")
+                st.state, st.retry_at = "LOADING", 0.0
+                path = os.path.join(spec.base_path, on_disk[v])
                 try:
                     servable, load_s, warm_s = await loop.run_in_executor(
-                        self.executor, load_servable, name, v, path, self.warmup)
-                except Exception as e:  # a bad version must not take the server down
-                    st.state, st.error = "END", (str(e).strip().splitlines() or [type(e).__name__])[0]
+                        self.executor, load_servable, name, v, path, self.warmup, self.session_config)
+                except Exception as e:  # noqa: BLE001 - a bad version must not take the server down
+                    st.error = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                    st.attempts += 1
                     self.metrics.model_loaded(path, ok=False, load_s=0.0, warmup_s=0.0)
-                    log.error("failed to load %s version %d: %s", name, v, st.error)
+                    if st.attempts > self.max_load_retries:
+                        st.state = "END"
+                        log.error("failed to load %s version %d, giving up after %d attempts: %s", name, v,
+                                  st.attempts, st.error)
+                    else:  # TF Serving's --max_num_load_retries / --load_retry_interval_micros
+                        st.retry_at = time.monotonic() + self.retry_interval_s
+                        log.warning("failed to load %s version %d (attempt %d of %d), retrying in %gs: %s", name, v,
+                                    st.attempts, self.max_load_retries + 1, self.retry_interval_s, st.error)
                     continue
                 st.servable, st.state = servable, "AVAILABLE"
                 self.metrics.model_loaded(path, ok=True, load_s=load_s, warmup_s=warm_s)

@@ -11,9 +11,17 @@ import time
 from modelserver.status import ServingError, from_tf_exception, invalid
 
 
+UNKNOWN_MODEL = "_unknown_"  # the model_name label of requests for models that are not configured
+
+
 class PredictAPI:
     def __init__(self, manager, runner, metrics):
         self.manager, self.runner, self.metrics = manager, runner, metrics
+
+    def label(self, name: str) -> str:
+        """The model_name a request is counted under: configured models by name, any other under one
+        label, so a client sending random names cannot grow the metrics page without bound."""
+        return name if name in self.manager.specs else UNKNOWN_MODEL
 
     def _prepare(self, name, version, label, signature_name: str, decode, outputs: tuple):
         servable = self.manager.resolve(name, version, label)
@@ -29,7 +37,7 @@ class PredictAPI:
         return e if isinstance(e, ServingError) else from_tf_exception(e)  # anything else: INTERNAL, counted
 
     async def predict(self, name: str, version, label, signature_name: str, decode, entrypoint: str,
-                      outputs: tuple = ()):
+                      outputs: tuple = (), timeout_ms: int = 0):
         """decode(sig) -> {input name: ndarray}; returns (servable, signature, outputs).
 
         Every request is counted with its status; latency is recorded for successful ones only,
@@ -37,13 +45,13 @@ class PredictAPI:
         t0, status = time.perf_counter(), "OK"
         try:
             servable, sig, inputs, rows = self._prepare(name, version, label, signature_name, decode, outputs)
-            return servable, sig, await self.runner.run(servable, sig, inputs, rows, "predict", outputs)
+            return servable, sig, await self.runner.run(servable, sig, inputs, rows, "predict", outputs, timeout_ms)
         except Exception as e:  # noqa: BLE001 - counted, then answered with its code
             err = self._status(e)
             status = err.code
             raise err from None
         finally:
-            self.metrics.request(name, "predict", entrypoint, status, time.perf_counter() - t0)
+            self.metrics.request(self.label(name), "predict", entrypoint, status, time.perf_counter() - t0)
 
     def predict_blocking(self, name: str, version, label, signature_name: str, decode, entrypoint: str,
                          outputs: tuple = ()):
@@ -56,4 +64,4 @@ class PredictAPI:
             status = err.code
             raise err from None
         finally:
-            self.metrics.request(name, "predict", entrypoint, status, time.perf_counter() - t0)
+            self.metrics.request(self.label(name), "predict", entrypoint, status, time.perf_counter() - t0)

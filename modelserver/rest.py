@@ -6,10 +6,13 @@ name is just a name that matches no model (404), never a file path.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_protocol import RequestPayloadError
 from google.protobuf import json_format
 
 from modelserver import tensors
@@ -20,6 +23,7 @@ _ROUTE = re.compile(r"^/v1/models/(?P<name>[^/:]+)"
                     r"(?:/versions/(?P<version>-?\d+)|/labels/(?P<label>[^/:]+))?"
                     r"(?::(?P<verb>[a-z]+)|/(?P<meta>metadata))?$")
 _JSON = "application/json"
+log = logging.getLogger("modelserver")
 
 
 def _error(err: ServingError) -> web.Response:
@@ -52,11 +56,14 @@ def decode_request(body: dict):
         if not isinstance(instances, list) or not instances:
             raise invalid("\"instances\" must be a non-empty list")
 
+        def named(i) -> bool:  # {"x": ...} names inputs; {"b64": "..."} is one binary value
+            return isinstance(i, dict) and set(i) != {"b64"}
+
         def decode_rows(sig):
             names = list(sig.inputs)
-            if len(names) == 1 and not (isinstance(instances[0], dict) and set(instances[0]) == set(names)):
+            if len(names) == 1 and not any(named(i) for i in instances):
                 return {names[0]: tensors.json_to_array(names[0], instances, sig.inputs[names[0]].np_dtype)}
-            if not all(isinstance(i, dict) for i in instances):
+            if not all(named(i) for i in instances):
                 raise invalid(f"signature has inputs {names}: every instance must be an object with them")
             out = {}
             for n in names:
@@ -97,12 +104,21 @@ def encode_response(outputs: dict, row_format: bool) -> dict:
 
 
 class RestAPI:
-    def __init__(self, api, manager, metrics, metrics_path, read_timeout_s: float):
+    def __init__(self, api, manager, metrics, metrics_path, read_timeout_s: float, timeout_ms: int = 0):
         self.api, self.manager, self.metrics = api, manager, metrics
-        self.metrics_path, self.read_timeout_s = metrics_path, read_timeout_s
-        self.max_body_bytes = 0  # set by build_app, which owns the limit
+        self.metrics_path, self.read_timeout_s, self.timeout_ms = metrics_path, read_timeout_s, timeout_ms
+        self.max_body_bytes = 0  # set by build_server, which owns the limit
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        """Every request gets an answer in TF Serving's {"error": ...} form; a failure that is not
+        the request's fault is one log line and a 500, never a traceback."""
+        try:
+            return await self._route(request)
+        except Exception as e:  # noqa: BLE001
+            log.error("%s %s failed: %s: %s", request.method, request.rel_url.raw_path, type(e).__name__, e)
+            return _error(ServingError("INTERNAL", f"{type(e).__name__}: {e}"))
+
+    async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.rel_url.raw_path
         try:
             if self.metrics_path and path == self.metrics_path and request.method == "GET":
@@ -125,29 +141,49 @@ class RestAPI:
         except ServingError as e:
             return _error(e)
 
-    async def _predict(self, request, name, version, label):
+    def _too_large(self) -> web.Response:
+        too_large = {"error": f"request body larger than {self.max_body_bytes} bytes"}
+        return web.Response(body=orjson.dumps(too_large), status=413, content_type=_JSON)
+
+    async def _body(self, request) -> bytes | web.Response:
+        """The request body, or the answer when it cannot be read: 413 over the limit (decided from
+        Content-Length before a byte is read, and before `100 Continue`), 400 for a body that is not
+        what its headers say (bad gzip, a malformed chunk), 408 for one that does not arrive."""
+        if request.content_length is not None and request.content_length > self.max_body_bytes:
+            return self._too_large()
+        if request.headers.get("Expect", "").lower() == "100-continue" and request.version >= (1, 1):
+            await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         try:
             if request.content.is_eof():  # the whole body is in: no timer (a task) to read it
-                raw = await request.read()
-            else:
-                raw = await asyncio.wait_for(request.read(), self.read_timeout_s)
-        except web.HTTPRequestEntityTooLarge:  # (its max_size attribute is missing in older aiohttp)
-            too_large = {"error": f"request body larger than {self.max_body_bytes} bytes"}
-            return web.Response(body=orjson.dumps(too_large), status=413, content_type=_JSON)
+                return await request.read()
+            return await asyncio.wait_for(request.read(), self.read_timeout_s)
+        except web.HTTPRequestEntityTooLarge:  # also a gzip body that inflates past the limit
+            return self._too_large()
         except asyncio.TimeoutError:
             return web.Response(body=b'{"error": "timed out reading the request body"}', status=408,
                                 content_type=_JSON)
+        except (RequestPayloadError, HttpProcessingError) as e:
+            detail = str(e).splitlines()[-1].strip()
+            if "exceeds the configured limit" in detail:  # aiohttp >= 3.13 stops inflating gzip there
+                return self._too_large()
+            return _error(invalid(f"cannot read the request body: {detail}"))
+
+    async def _predict(self, request, name, version, label):
+        raw = await self._body(request)
+        if isinstance(raw, web.Response):
+            return raw
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as e:
-            self.metrics.request(name, "predict", "REST", "INVALID_ARGUMENT", 0.0)
+            self.metrics.request(self.api.label(name), "predict", "REST", "INVALID_ARGUMENT", 0.0)
             return _error(invalid(f"JSON Parse error: {e}"))
         try:
             sig_name, rows, decode = decode_request(body)
         except ServingError as e:
-            self.metrics.request(name, "predict", "REST", e.code, 0.0)
+            self.metrics.request(self.api.label(name), "predict", "REST", e.code, 0.0)
             raise
-        _, _, outputs = await self.api.predict(name, version, label, sig_name, decode, "REST")
+        _, _, outputs = await self.api.predict(name, version, label, sig_name, decode, "REST",
+                                               timeout_ms=self.timeout_ms)
         return _ok(encode_response(outputs, rows))
 
     def _status(self, name, version):

@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 from modelserver import tensors
-from modelserver.status import ServingError, from_tf_exception, invalid
+from modelserver.status import from_tf_exception, invalid
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 WARMUP_MAX_RECORDS = 1000  # TF Serving's limit
@@ -110,32 +110,34 @@ class Servable:
             rows.add(arr.shape[0] if arr.ndim else -1)
         return rows.pop() if len(rows) == 1 else -1
 
-    def _callable(self, sig: Signature, outputs: tuple):
-        key = (sig.name, outputs)
+    def _callable(self, sig: Signature, outputs: tuple, timeout_ms: int = 0):
+        key = (sig.name, outputs, timeout_ms)
         fn = self._callables.get(key)
         if fn is None:
             with self._lock:  # make_callable changes the session's state: once per key
                 fn = self._callables.get(key)
                 if fn is None:
                     fn = self._callables[key] = self._make_callable([sig.feeds[k] for k in sig.inputs],
-                                                                    [sig.fetches[k] for k in outputs])
+                                                                    [sig.fetches[k] for k in outputs], timeout_ms)
         return fn
 
-    def _make_callable(self, feeds: list, fetches: list):
+    def _make_callable(self, feeds: list, fetches: list, timeout_ms: int = 0):
         """C++ Session::MakeCallable, as a C++ server would run the graph: feeds by tensor name,
         no Python-side checks (the public make_callable routes feeds through Session.run, which
         checks static shapes that TF Serving does not and costs several times the Python)."""
         from tensorflow.core.protobuf import config_pb2
 
         opts = config_pb2.CallableOptions(feed=feeds, fetch=fetches)
+        if timeout_ms:  # TensorFlow itself ends a run that takes longer: DEADLINE_EXCEEDED
+            opts.run_options.timeout_in_ms = timeout_ms
         return self.session._make_callable_from_options(opts)  # noqa: SLF001 - TF 1.8 .. 2.21
 
-    def run(self, sig: Signature, inputs: dict, outputs: tuple = ()) -> dict:
-        """One Session run of the signature (blocking; run it off the event loop). outputs: the
-        aliases to fetch (TF Serving's output_filter), all of them by default."""
+    def run(self, sig: Signature, inputs: dict, outputs: tuple = (), timeout_ms: int = 0) -> dict:
+        """One Session run of the signature (blocking). outputs: the aliases to fetch (TF
+        Serving's output_filter), all of them by default; timeout_ms: the run's deadline (0: none)."""
         outputs = tuple(outputs) or tuple(sig.outputs)
         try:
-            values = self._callable(sig, outputs)(*[inputs[k] for k in sig.inputs])
+            values = self._callable(sig, outputs, timeout_ms)(*[inputs[k] for k in sig.inputs])
         except Exception as e:  # TF raises its own error classes; map them to codes
             raise from_tf_exception(e) from None
         return dict(zip(outputs, values))
@@ -164,10 +166,10 @@ class Servable:
         return count
 
 
-def load_servable(model_name: str, version: int, path: str, warmup: bool) -> tuple:
+def load_servable(model_name: str, version: int, path: str, warmup: bool, session_config=None) -> tuple:
     """Load and warm up; return (servable, load_seconds, warmup_seconds)."""
     t0 = time.perf_counter()
-    servable = Servable(model_name, version, path)
+    servable = Servable(model_name, version, path, session_config)
     t1 = time.perf_counter()
     if warmup:
         servable.warmup()

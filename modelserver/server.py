@@ -55,7 +55,9 @@ async def serve(args) -> None:
     direct = DirectRunner(threads, metrics)
     runner = BatchingRunner(batching, metrics, direct) if batching else direct
     manager = ModelManager(specs, metrics, warmup=args.enable_model_warmup,
-                           poll_wait_s=args.file_system_poll_wait_seconds, executor=direct.pool)
+                           poll_wait_s=args.file_system_poll_wait_seconds, executor=direct.pool,
+                           max_load_retries=args.max_num_load_retries,
+                           retry_interval_s=args.load_retry_interval_micros / 1e6, session_config=session_config(args))
     try:
         await manager.start()
     except ModelPathError as e:
@@ -76,8 +78,8 @@ async def serve(args) -> None:
         log.info("Running gRPC ModelServer at %s:%d ...", args.listen_address, args.port)
     if args.rest_api_port:
         read_timeout_s = args.rest_api_read_timeout_ms / 1000
-        rest = RestAPI(api, manager, metrics, metrics_path, read_timeout_s)
-        guard = ConnectionGuard(None, args.rest_api_max_connections, read_timeout_s)
+        rest = RestAPI(api, manager, metrics, metrics_path, read_timeout_s, args.rest_api_timeout_in_ms)
+        guard = ConnectionGuard(None, raise_open_file_limit(args.rest_api_max_connections), read_timeout_s)
         rest_server = build_rest(rest, args.rest_api_max_body_bytes, guard.wrap, access_log=None, keepalive_timeout=75)
         guard.factory = rest_server
         # Our own listener instead of web.TCPSite, so every connection passes the guard.
@@ -113,6 +115,14 @@ def _write_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def session_config(args):
+    """The ConfigProto every model's Session gets: TF Serving's thread flags (0: TF's defaults)."""
+    import tensorflow as tf
+
+    return tf.compat.v1.ConfigProto(intra_op_parallelism_threads=args.tensorflow_intra_op_parallelism,
+                                    inter_op_parallelism_threads=args.tensorflow_inter_op_parallelism)
+
+
 def _configure_tf(args) -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
@@ -123,9 +133,43 @@ def _configure_tf(args) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(args.tensorflow_inter_op_parallelism)
 
 
+class OneLine(logging.Filter):
+    """aiohttp and grpc log a traceback for every request they cannot parse (a malformed chunk, a
+    bad gzip body): a client's mistake is worth one line, not a screen."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.name.startswith(("aiohttp", "grpc")):
+            exc = record.exc_info[1]
+            detail = (str(exc).strip().splitlines() or [""])[-1].strip()
+            record.msg, record.args = f"{record.getMessage()}: {type(exc).__name__}: {detail}", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
+def raise_open_file_limit(wanted_connections: int, reserve: int = 64) -> int:
+    """Raise the soft open-file limit to the hard one and return the REST connection cap that fits
+    under it: past the limit accept() fails and clients see resets instead of a 503."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    room = max(16, soft - reserve)  # model files, sockets of gRPC, Prometheus scrapes
+    if wanted_connections == 0 or wanted_connections > room:
+        log.warning("REST connection cap %d lowered to %d: the open-file limit is %d", wanted_connections, room, soft)
+        return room
+    return wanted_connections
+
+
 def main(argv=None) -> int:
     args = parse_flags(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s modelserver %(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(OneLine())
     try:
         # Files, model paths and ports are checked before TensorFlow is imported
         # (seconds): a typo fails fast.

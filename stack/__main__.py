@@ -22,16 +22,23 @@ def _versions_arg(args) -> str:
 
 
 def cmd_up(args, reg) -> int:
-    from stack import dashboards, local, monitoring
+    from stack import local, ports, procs
 
     runtime = pick_runtime(args.runtime)
     versions = reg.select(_versions_arg(args))
+    ports.check_all(versions)  # a bad TFSB_PORT_OFFSET fails here, before anything is started or written
     print(f"runtime: {runtime}")
     if runtime == "docker":
         return _up_docker(args, reg, versions)
     if not shutil.which("prometheus"):  # before any server starts, not after
         raise RuntimeError("the prometheus binary is missing: `make setup` installs Debian's prometheus package "
                            "(elsewhere: https://prometheus.io/download/, put `prometheus` on PATH)")
+    with procs.state_lock(local.state_dir(), "make up"):
+        return _up_local(args, reg, versions)
+
+
+def _up_local(args, reg, versions) -> int:
+    from stack import dashboards, local, monitoring
     from stack.placement import isolate_from_env, plan
 
     place = plan(None, isolate_from_env())
@@ -48,6 +55,9 @@ def cmd_up(args, reg) -> int:
     prom = monitoring.up_prometheus(reg, args.bind, sla)
     running = [v.name for v in monitoring.running_versions(reg)]
     print(f"  exporter: {exporter}\n  Prometheus: {prom}  (alerts: {prom}/alerts)")
+    if not running:
+        raise RuntimeError("no model server is running after `up`: see the logs under "
+                           f"{local.state_dir()}/tf<version>/modelserver.log")
     print("  no Grafana in the local runtime: each comparison panel in Prometheus' graph page:")
     for title, legend, expr in dashboards.panel_queries(dashboards.load("compare.json")):
         q = dashboards.substitute(expr, running, running[0], "1m")
@@ -79,7 +89,10 @@ def cmd_down(args, reg) -> int:
     from stack import docker_runtime, local
     from stack.runtime import docker_available
 
-    n = local.down()
+    from stack import procs
+
+    with procs.state_lock(local.state_dir(), "make down"):
+        n = local.down()
     print(f"stopped {n} process(es)" if n else "nothing was running in the local runtime")
     if docker_runtime.targeted_versions() or (args.volumes and docker_available()):
         docker_runtime.down(volumes=args.volumes)
@@ -92,6 +105,7 @@ def cmd_status(args, reg) -> int:
     from stack import docker_runtime, local, ports
     from stack.targets import scrape_health
 
+    ports.check_all(reg.versions.values())
     rows = local.status(reg)
     if docker_runtime.targeted_versions():
         for svc, state in docker_runtime.status():

@@ -11,7 +11,7 @@ import urllib.request
 
 import numpy as np
 
-from stack import local
+from stack import local, ports
 from stack.registry import Registry
 
 
@@ -32,7 +32,7 @@ def run_demo(reg: Registry, versions: str, log=print) -> int:
     x = np.random.RandomState(7).rand(1, 784).astype(np.float32).round(4).tolist()
     rows = []
     for v in chosen:
-        preds, secs = predict_rest(v.ports.rest, local.MODEL_NAME, x)
+        preds, secs = predict_rest(ports.rest(v), local.MODEL_NAME, x)
         p = np.asarray(preds[0])
         rows.append((v.name, v.tensorflow, int(p.argmax()), float(p.max()), secs * 1000))
     log("")

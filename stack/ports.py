@@ -1,27 +1,46 @@
-"""Where each part of the stack listens. TFSB_PORT_OFFSET shifts every port (tests use it
-to run a whole stack beside a user's own)."""
+"""Where each part of the stack listens. TFSB_PORT_OFFSET shifts every port (tests use it to run
+a whole stack beside a user's own). Every port anything binds or scrapes is computed here, and
+checked here: after the offset it must be an unprivileged port, 1024..65535."""
 from __future__ import annotations
 
 import os
 
 PROMETHEUS, EXPORTER, LOADGEN, GRAFANA = 9090, 9400, 9464, 3000
 LOADGEN_WORKERS = 4  # loadgen --workers N serves /metrics on LOADGEN .. LOADGEN+N-1
+LOW, HIGH = 1024, 65535
 
 
 def offset() -> int:
+    raw = os.environ.get("TFSB_PORT_OFFSET", "0").strip() or "0"
     try:
-        return int(os.environ.get("TFSB_PORT_OFFSET", "0"))
+        return int(raw)
     except ValueError:
-        raise ValueError(f"TFSB_PORT_OFFSET must be an integer, got {os.environ['TFSB_PORT_OFFSET']!r}") from None
+        raise ValueError(f"TFSB_PORT_OFFSET must be an integer, got {raw!r}") from None
 
 
-def port(base: int) -> int:
-    return base + offset()
+def _checked(base: int, what: str) -> int:
+    p = base + offset()
+    if not LOW <= p <= HIGH:
+        raise ValueError(f"TFSB_PORT_OFFSET={offset()} puts {what} on port {p}, outside {LOW}..{HIGH}; "
+                         f"choose an offset that keeps every port in range")
+    return p
+
+
+def port(base: int, what: str = "") -> int:
+    return _checked(base, what or f"port {base}")
 
 
 def rest(version) -> int:
-    return version.ports.rest + offset()
+    return _checked(version.ports.rest, f"REST of TF Serving {version.name}")
 
 
 def grpc(version) -> int:
-    return version.ports.grpc + offset()
+    return _checked(version.ports.grpc, f"gRPC of TF Serving {version.name}")
+
+
+def check_all(versions) -> None:
+    """Every port of the stack in range, before anything is started or written."""
+    for v in versions:
+        rest(v), grpc(v)
+    for base in (PROMETHEUS, EXPORTER, GRAFANA, *(LOADGEN + i for i in range(LOADGEN_WORKERS))):
+        port(base)

@@ -1,6 +1,13 @@
-"""Processes the local runtime starts: detached, with pid and log files, stopped exactly."""
+"""Processes the local runtime starts: detached, with pid and log files, stopped exactly.
+
+A pid file holds the pid and the process's start time (field 22 of /proc/<pid>/stat, clock ticks
+since boot): after a crash and a reboot or pid reuse, the same pid is another process, and
+nothing here will signal it. `state_lock` serialises `up` and `down` on one state directory.
+"""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -18,11 +25,48 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     os.replace(tmp, path)
 
 
-def read_pid(pid_file: Path) -> int | None:
+def start_time(pid: int) -> int | None:
+    """When pid started (clock ticks since boot), None if there is no such process."""
     try:
-        return int(pid_file.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return None
+    return int(stat.rsplit(")", 1)[1].split()[19])  # field 22; the command name may hold spaces
+
+
+def read_pid(pid_file: Path) -> int | None:
+    """The pid of pid_file if that process is still the one we started, else None."""
+    try:
+        pid, started = (int(x) for x in pid_file.read_text().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return pid if start_time(pid) == started else None
+
+
+def stale(pid_file: Path) -> bool:
+    """A pid file whose process is gone or is not ours any more (pid reused)."""
+    return pid_file.exists() and read_pid(pid_file) is None
+
+
+@contextlib.contextmanager
+def state_lock(state_dir: Path, what: str, timeout_s: float = 60.0):
+    """Hold the state directory's lock: two `up`s (or an `up` and a `down`) never interleave."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with open(state_dir / ".lock", "a+") as f:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"another `make up`/`down` holds {state_dir / '.lock'} for over "
+                                       f"{timeout_s:.0f}s; {what} waits for it: let it finish") from None
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def alive(pid: int | None, must_contain: str = "") -> bool:
@@ -46,12 +90,18 @@ def start(cmd: list, pid_file: Path, log_file: Path, env: dict | None = None, cw
     with open(log_file, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env, cwd=cwd, preexec_fn=preexec_fn)
-    write_atomic(pid_file, f"{proc.pid}\n")
+    write_atomic(pid_file, f"{proc.pid} {start_time(proc.pid)}\n")
     return proc.pid
 
 
-def stop(pid_file: Path, must_contain: str = "", timeout_s: float = 10.0) -> bool:
-    """SIGTERM, wait, then SIGKILL the process of pid_file; True if one was running."""
+def stop(pid_file: Path, must_contain: str = "", timeout_s: float = 10.0, log=print) -> bool:
+    """SIGTERM, wait, then SIGKILL the process group of pid_file; True if one was running. A pid
+    that is not the process we started (gone, or reused by another) is never signalled."""
+    if stale(pid_file):
+        log(f"{pid_file}: its process is gone or is not the one started here (pid reused): not signalling it; "
+            "removed the stale pid file")
+        pid_file.unlink(missing_ok=True)
+        return False
     pid = read_pid(pid_file)
     was_alive = alive(pid, must_contain)
     if was_alive:

@@ -33,7 +33,7 @@ def generate(versions: list, runtime: str = "local", sla_rules: str | None = Non
         prom_dir = str(ROOT / "prometheus")
         tf = [{"targets": [f"127.0.0.1:{ports.rest(v)}"], "labels": {"version": v.name}} for v in versions]
         exporter = [f"127.0.0.1:{ports.port(ports.EXPORTER)}"]
-        loadgen = [f"127.0.0.1:{ports.port(ports.LOADGEN) + i}" for i in range(ports.LOADGEN_WORKERS)]
+        loadgen = [f"127.0.0.1:{ports.port(ports.LOADGEN + i)}" for i in range(ports.LOADGEN_WORKERS)]
         self_ = [f"127.0.0.1:{ports.port(ports.PROMETHEUS)}"]
     rule_files = [f"{prom_dir}/{r}" for r in RULES] + [sla_rules or f"{prom_dir}/rules/sla.rules.yml"]
     return {

@@ -12,7 +12,6 @@ import os
 import re
 from pathlib import Path
 
-import yaml
 
 REGISTRY_PATH = Path(__file__).with_name("versions.yaml")
 
@@ -130,22 +129,23 @@ def _version(name: str, raw: object, where: str) -> Version:
 
 
 def load_registry(path: str | os.PathLike | None = None) -> Registry:
+    from stack.safe_yaml import YamlError, load_path
+
     path = Path(path or os.environ.get("TFSB_VERSIONS_FILE") or REGISTRY_PATH)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise RegistryError(f"cannot read versions registry {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark else ""
-        raise RegistryError(f"{path}: not valid YAML{at}: {getattr(e, 'problem', e)}") from None
+        raw = load_path(path)
+    except YamlError as e:
+        raise RegistryError(str(e)) from None
     if not isinstance(raw, dict) or not isinstance(raw.get("versions"), dict) or not raw["versions"]:
         raise RegistryError(f"{path}: expected a mapping with a non-empty 'versions' mapping")
     server = raw.get("server") or {}
     server_pip = server.get("pip", []) if isinstance(server, dict) else None
     if not isinstance(server_pip, list) or not all(isinstance(p, str) for p in server_pip):
         raise RegistryError(f"{path}: server.pip must be a list of requirement strings")
-    versions = {str(k): _version(str(k), v, str(path)) for k, v in raw["versions"].items()}
+    floats = [k for k in raw["versions"] if not isinstance(k, str)]
+    if floats:  # YAML reads 2.10 as the float 2.1: never guess which was meant
+        raise RegistryError(f"{path}: version {floats[0]!r} is not quoted; write versions as strings, e.g. \"2.10\"")
+    versions = {k: _version(k, v, str(path)) for k, v in raw["versions"].items()}
     seen: dict[int, str] = {}
     for v in versions.values():
         for p in (v.ports.grpc, v.ports.rest):

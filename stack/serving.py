@@ -69,24 +69,26 @@ class LocalServing:
         """Every server running in this batching mode (and placement); restarted where it differs."""
         from stack import local, procs
 
-        for v in self.versions:
-            mode = local.running_mode(v)
-            if mode is not None and (mode.get("batching") != batching or mode.get("cpus") != self.cpus
-                                     or (self.model_path and mode.get("model") != str(Path(self.model_path).resolve()))):
-                procs.stop(local.version_dir(v) / "modelserver.pid")
-            local.up_version(v, self.registry, model_path=self.model_path, batching=batching, cpus=self.cpus,
-                             log=lambda *_: None)
+        with procs.state_lock(local.state_dir(), "compare"):
+            for v in self.versions:
+                mode = local.running_mode(v)
+                if mode is not None and (mode.get("batching") != batching or mode.get("cpus") != self.cpus or (
+                        self.model_path and mode.get("model") != str(Path(self.model_path).resolve()))):
+                    procs.stop(local.version_dir(v) / "modelserver.pid")
+                local.up_version(v, self.registry, model_path=self.model_path, batching=batching, cpus=self.cpus,
+                                 log=lambda *_: None)
 
     def cold_start(self, server: Server, batching: bool) -> dict:
         """Restart one server and time process start -> AVAILABLE -> first successful predict."""
         from stack import local, procs
 
         v = self._by_name[server.name]
-        procs.stop(local.version_dir(v) / "modelserver.pid")
-        t0 = time.perf_counter()
-        local.up_version(v, self.registry, model_path=self.model_path, batching=batching, cpus=self.cpus,
-                         log=lambda *_: None)
-        t_avail = time.perf_counter()
+        with procs.state_lock(local.state_dir(), "compare"):
+            procs.stop(local.version_dir(v) / "modelserver.pid")
+            t0 = time.perf_counter()
+            local.up_version(v, self.registry, model_path=self.model_path, batching=batching, cpus=self.cpus,
+                             log=lambda *_: None)
+            t_avail = time.perf_counter()
         first = first_predict_ms(server)
         return {"to_available_s": t_avail - t0, "first_request_ms": first,
                 "to_first_predict_s": time.perf_counter() - t0}

@@ -20,6 +20,9 @@ REGISTRIES = [
     ("port twice", GOOD.replace("rest: 8591", "rest: 8561"), "port 8561 used by both"),
     ("port out of range", GOOD.replace("rest: 8591", "rest: 80"), "ports.rest must be an integer in 1024..65535"),
     ("pip not a list", GOOD.replace("server:\n  pip:", "server:\n  pip: 3\n  x:"), "server.pip"),
+    ("unquoted version", GOOD.replace('"2.12":', "2.10:"), "version 2.1 is not quoted"),
+    ("alias bomb", "x: &x [a, a, a, a, a, a, a, a]\ny: &y [*x, *x, *x, *x, *x, *x, *x, *x]\n" + GOOD,
+     "aliases (*name) are not allowed"),
 ]
 
 COMMANDS = [
@@ -42,7 +45,15 @@ COMMANDS = [
     ("bad baseline name", ["analysis", "baseline", "--run", "x", "--name", "../etc"], "baseline name"),
     ("unknown baseline", ["analysis", "regress", "--baseline", "nope", "--version", "2.9"], "no baseline 'nope'"),
     ("bad port offset", ["stack", "status"], "TFSB_PORT_OFFSET must be an integer"),
+    ("port offset overflow", ["stack", "up", "--versions", "2.9", "--runtime", "local"], "outside 1024..65535"),
+    ("port offset overflow in status", ["stack", "status"], "outside 1024..65535"),
+    ("privileged ports", ["stack", "up", "--versions", "2.9", "--runtime", "local"], "outside 1024..65535"),
+    ("run id escaping results", ["analysis", "report", "--run", "../etc"], "run id '../etc'"),
+    ("baseline name with a shell character", ["analysis", "baseline", "--run", "x", "--name", "a b;c"],
+     "baseline name 'a b;c'"),
 ]
+OFFSETS = {"bad port offset": "lots", "port offset overflow": "70000", "port offset overflow in status": "70000",
+           "privileged ports": "-8000"}
 
 
 def run(args, tmp_path, **env):
@@ -70,7 +81,7 @@ def test_malformed_versions_yaml(tmp_path, case, text, needle):
 
 @pytest.mark.parametrize("case,args,needle", COMMANDS, ids=[c[0] for c in COMMANDS])
 def test_bad_commands(tmp_path, case, args, needle):
-    env = {"TFSB_PORT_OFFSET": "lots"} if case == "bad port offset" else {}
+    env = {"TFSB_PORT_OFFSET": OFFSETS[case]} if case in OFFSETS else {}
     one_line_error(run(args, tmp_path, **env), needle)
     assert not (tmp_path / "state").exists() and not (tmp_path / "results").exists()
 

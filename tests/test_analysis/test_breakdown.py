@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 from fake_serving import Behaviour, FakeServing
-from servers import CONFIGS, start_modelserver
+from servers import start_modelserver
 
 from analysis import counters, reconcile
 from analysis.compare import measure_cell

@@ -1,7 +1,7 @@
 """Scenario files and flags: every mistake is one line and exit 2, before any request."""
 import pytest
 from fake_serving import FakeServing
-from tests.test_loadgen.helpers import loadgen_summary, run_loadgen
+from tests.test_loadgen.helpers import loadgen_summary, run_loadgen, steady
 
 BAD = [
     ("wrong type", "targets: [rest://127.0.0.1:1]\nload: {mode: closed, concurrency: lots}\n", "load.concurrency"),
@@ -19,6 +19,15 @@ BAD = [
     ("not yaml", "targets: [unclosed\n", "not valid YAML"),
     ("not a mapping", "- 1\n- 2\n", "mapping"),
     ("negative threshold", "targets: [rest://127.0.0.1:1]\nthresholds: {max_p99_ms: -1}\n", "max_p99_ms"),
+    # the hardening issue's cases: every user-controlled size bounded, every path name checked
+    ("alias bomb", "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                   "name: *b\ntargets: [rest://127.0.0.1:1]\n", "aliases (*name) are not allowed"),
+    ("rate beyond one process", "targets: [rest://127.0.0.1:1]\nload: {rate: 1.0e+12}\n", "at most 1,000,000"),
+    ("concurrency beyond one process", "targets: [rest://127.0.0.1:1]\nload: {concurrency: 100000}\n",
+     "at most 10000"),
+    ("run id escaping results", "targets: [rest://127.0.0.1:1]\nrun_id: ../..\n", "run_id '../..'"),
+    ("unquoted version", "targets: [{version: 2.10, protocol: rest, address: '127.0.0.1:1'}]\n",
+     "version 2.1 is a number; write it in quotes"),
 ]
 
 
@@ -40,6 +49,9 @@ def test_bad_scenario_file(tmp_path, case, text, needle):
     (["--target", "rest://127.0.0.1:1", "--rate", "fast"], "invalid float value"),
     (["--target", "rest://127.0.0.1:1", "--steps", "50 lots"], "--steps"),
     (["--target", "rest://127.0.0.1:1", "--workers", "0"], "workers"),
+    (["--target", "rest://127.0.0.1:1", "--rate", "1e9", "--duration", "2s"], "at most 1,000,000 requests/s"),
+    (["--target", "rest://127.0.0.1:1", "--rate", "1e12"], "at most 1,000,000 requests/s"),
+    (["--target", "rest://127.0.0.1:1", "--run-id", "../x"], "run id '../x'"),
 ])
 def test_bad_flags(tmp_path, flags, needle):
     proc = run_loadgen(["run", *flags, "--out", str(tmp_path / "o.json")])
@@ -72,3 +84,58 @@ def test_unwritable_results_dir_fails_before_the_run(tmp_path):
                             "--out", str(blocker / "sub" / "loadgen.json")])
         assert srv.requests == 0
     assert proc.returncode == 2 and "cannot write results" in proc.stderr
+
+
+def test_a_rate_without_a_mode_is_an_open_loop_and_metrics_follow_the_port_offset(tmp_path):
+    import os
+
+    with FakeServing() as srv:
+        f = tmp_path / "rate.yaml"
+        f.write_text(f"targets: ['rest://127.0.0.1:{srv.port}']\nload: {{rate: 50, duration: 1s, warmup: 0s, "
+                     "min_requests: 10}\n")
+        os.environ["TFSB_PORT_OFFSET"] = "31000"
+        try:
+            proc, summary = loadgen_summary(tmp_path, ["run", "--scenario", str(f)])
+        finally:
+            del os.environ["TFSB_PORT_OFFSET"]
+    assert proc.returncode == 0, proc.stderr
+    assert summary["mode"] == "poisson" and 30 <= steady(summary)["sent"] <= 80  # 50/s, not a closed loop
+    assert summary["config"]["metrics_port"] == 9464 + 31000
+
+
+def test_results_go_to_tfsb_results_and_an_early_failure_leaves_no_empty_directory(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_loadgen.helpers import ROOT
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TFSB_RESULTS=str(tmp_path / "results"))
+    with FakeServing() as srv:
+        ok = subprocess.run([sys.executable, "-m", "loadgen", "run", "--target", f"rest://127.0.0.1:{srv.port}",
+                             "--concurrency", "1", "--duration", "0.5s", "--warmup", "0", "--min-requests", "1",
+                             "--quiet", "--run-id", "good", "--metrics-port", "0"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "results" / "good" / "loadgen.json").exists()
+    bad = subprocess.run([sys.executable, "-m", "loadgen", "run", "--target", "rest://127.0.0.1:1", "--quiet",
+                          "--run-id", "unreachable", "--metrics-port", "0"], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "cannot reach" in bad.stderr
+    assert not (tmp_path / "results" / "unreachable").exists()
+
+
+def test_open_loop_schedules_stay_small_at_any_rate_and_duration():
+    import tracemalloc
+
+    from loadgen.schedule import CHUNK, chunks
+
+    tracemalloc.start()
+    n = 0
+    for i, c in enumerate(chunks("poisson", 1e6, 3600.0, 1)):  # 3.6 billion arrivals, drawn as consumed
+        n += len(c)
+        if i == 50:
+            break
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert n == 51 * CHUNK and peak < 4 << 20
