@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -39,6 +40,22 @@ def ensure_example_model(version: Version, registry: Registry, extra_layers: int
     return base
 
 
+def ensure_test_models(version: Version, registry: Registry, log=print) -> Path:
+    """TF Serving's kind of test models (models/testdata.py), built once with the version's own TF:
+    <dir>/half_plus_two/00000123 and <dir>/half_plus_n/{1,2}."""
+    out = BUILD / f"tf{version.key}" / "testdata"
+    if (out / ".complete").exists():
+        return out
+    py = venv_python(ensure_venv(version, registry, log=log))
+    log(f"building the test models with TensorFlow {version.tensorflow} into {out}")
+    proc = subprocess.run([py, "-m", "models.testdata", "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    if proc.returncode != 0:
+        tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
+        raise ModelError(f"building the test models with TF {version.tensorflow} failed: {tail[0]}")
+    return out
+
+
 def check_base_path(path: str) -> Path:
     """A user's model base path: it must hold <n>/saved_model.pb; say what is wrong otherwise."""
     base = Path(path).resolve()
@@ -47,7 +64,7 @@ def check_base_path(path: str) -> Path:
     if (base / "saved_model.pb").exists() or (base / "saved_model.pbtxt").exists():
         raise ModelError(f"{path} is a SavedModel itself; TF Serving needs it inside a numbered "
                          f"version directory: move it to {path}/1/ and pass {path}")
-    versions = [d for d in base.iterdir() if d.name.isdigit() and
+    versions = [d for d in base.iterdir() if re.fullmatch(r"[0-9]+", d.name) and
                 ((d / "saved_model.pb").exists() or (d / "saved_model.pbtxt").exists())]
     if not versions:
         raise ModelError(f"no SavedModel under {path}: expected {path}/<version>/saved_model.pb")

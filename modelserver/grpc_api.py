@@ -11,8 +11,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
-from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc,
-                                     predict_pb2, prediction_service_pb2_grpc)
+from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2, get_model_status_pb2,
+                                     inference_pb2, model_management_pb2, model_service_pb2_grpc, predict_pb2,
+                                     prediction_service_pb2_grpc, regression_pb2)
 from tensorflow_serving.apis import status_pb2
 
 from modelserver import tensors
@@ -50,6 +51,35 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
             resp.outputs[k].CopyFrom(tensors.array_to_proto(v))
         return resp
 
+    def _infer(self, kind: str, request, context, response):
+        name, version, label = _spec(request.model_spec)
+        result = response.result
+        try:
+            servable, sig = self.api.infer_blocking(kind, name, version, label, request.model_spec.signature_name,
+                                                    request.input, "GRPC", result)
+        except ServingError as e:
+            context.abort(e.grpc_code, e.message)
+        response.model_spec.name, response.model_spec.signature_name = name, sig.name
+        response.model_spec.version.value = servable.version
+        return response
+
+    def Classify(self, request, context):
+        return self._infer("classify", request, context, classification_pb2.ClassificationResponse())
+
+    def Regress(self, request, context):
+        return self._infer("regress", request, context, regression_pb2.RegressionResponse())
+
+    def MultiInference(self, request, context):
+        resp = inference_pb2.MultiInferenceResponse()
+        tasks = [(*_spec(t.model_spec), t.model_spec.signature_name, t.method_name) for t in request.tasks]
+        try:
+            if not tasks:
+                raise invalid("MultiInference request has no task")
+            self.api.multi_inference_blocking(tasks, request.input, "GRPC", resp)
+        except ServingError as e:
+            context.abort(e.grpc_code, e.message)
+        return resp
+
     def GetModelMetadata(self, request, context):
         name, version, label = _spec(request.model_spec)
         try:
@@ -71,6 +101,20 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 class ModelService(model_service_pb2_grpc.ModelServiceServicer):
     def __init__(self, manager):
         self.manager = manager
+
+    def HandleReloadConfigRequest(self, request, context):
+        """Serve exactly the models of request.config from now on; a config that cannot be served
+        changes nothing and answers its error in the response's status, as TF Serving does."""
+        from modelserver.configs import ConfigError
+        from modelserver.manager import ModelPathError
+        from modelserver.reload import specs_of
+
+        resp = model_management_pb2.ReloadConfigResponse()
+        try:
+            self.manager.reload_blocking(specs_of(request.config))
+        except (ConfigError, ModelPathError) as e:
+            resp.status.error_code, resp.status.error_message = 3, str(e)  # INVALID_ARGUMENT
+        return resp
 
     def GetModelStatus(self, request, context):
         name, version, _ = _spec(request.model_spec)

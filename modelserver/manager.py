@@ -105,12 +105,13 @@ class ModelManager:
         self.metrics, self.warmup, self.poll_wait_s, self.executor = metrics, warmup, poll_wait_s, executor
         self.max_load_retries, self.retry_interval_s = max_load_retries, retry_interval_s
         self.session_config = session_config
-        self._task = None
+        self._task = self.loop = None
 
     def _retrying(self) -> list:
         return [st for vs in self.states.values() for st in vs.values() if st.state == "LOADING" and st.retry_at]
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
         for spec in self.specs.values():
             check_base_path(spec)
         await self.poll_once()
@@ -139,8 +140,10 @@ class ModelManager:
         from modelserver.servable import load_servable  # imports TensorFlow: not before flags are checked
 
         loop = asyncio.get_running_loop()
-        for name, spec in self.specs.items():
-            states = self.states[name]
+        for name, spec in list(self.specs.items()):  # a reload may replace the dict meanwhile
+            states = self.states.get(name)
+            if states is None:
+                continue
             on_disk = version_dirs(spec.base_path)
             want = aspired(spec, sorted(on_disk))
             for v in want:
@@ -154,7 +157,8 @@ class ModelManager:
                 path = os.path.join(spec.base_path, on_disk[v])
                 try:
                     servable, load_s, warm_s = await loop.run_in_executor(
-                        self.executor, load_servable, name, v, path, self.warmup, self.session_config)
+                        self.executor, load_servable, name, v, path, self.warmup, self.session_config,
+                        self.metrics.graph_built)
                 except Exception as e:  # noqa: BLE001 - a bad version must not take the server down
                     st.error = (str(e).strip().splitlines() or [type(e).__name__])[0]
                     st.attempts += 1
@@ -178,20 +182,47 @@ class ModelManager:
                     st.state, st.servable = "END", None
                     log.info("unloaded %s version %d", name, v)
 
+    async def reload(self, specs: list) -> None:
+        """Serve exactly these models from now on (a changed models.config, HandleReloadConfigRequest):
+        new ones are loaded, removed ones unloaded (requests in flight keep their servable and finish),
+        kept ones take their new policy and labels. Every base path is checked before anything
+        changes; the dicts are replaced, never resized, so other threads may read them meanwhile."""
+        for spec in specs:
+            check_base_path(spec)
+        new = {s.name: s for s in specs}
+        for name in set(self.specs) - set(new):
+            for st in self.states[name].values():
+                st.state, st.servable = "END", None
+            log.info("unloaded model %s (no longer in the config)", name)
+        self.states = {**{n: vs for n, vs in self.states.items() if n in new}, **{n: {} for n in new if
+                                                                                 n not in self.states}}
+        self.specs = new
+        await self.poll_once()
+
+    def reload_blocking(self, specs: list, timeout_s: float = 300) -> None:
+        """reload() from another thread (the gRPC handler), on the manager's event loop."""
+        asyncio.run_coroutine_threadsafe(self.reload(specs), self.loop).result(timeout_s)
+
+    def label_version(self, name: str, label: str) -> int:
+        """The version a label of model_config_list's version_labels names."""
+        if name not in self.specs:
+            raise not_found(f"Could not find any versions of model {name}")
+        if label not in self.specs[name].labels:
+            raise ServingError("INVALID_ARGUMENT", f"Unrecognized servable version label: {label}")
+        return self.specs[name].labels[label]
+
     def resolve(self, name: str, version: int | None = None, label: str | None = None):
         if name not in self.specs:
             raise not_found(f"Servable not found for request: Latest({name})")
-        states = self.states[name]
+        states = self.states.get(name, {})
         if label is not None:
-            if label not in self.specs[name].labels:
-                raise ServingError("INVALID_ARGUMENT", f"Unrecognized servable version label: {label}")
-            version = self.specs[name].labels[label]
+            version = self.label_version(name, label)
         if version is not None:
             st = states.get(version)
             if st is None or st.state != "AVAILABLE":
                 raise not_found(f"Servable not found for request: Specific({name}, {version})")
             return st.servable
-        live = [v for v, st in states.items() if st.state == "AVAILABLE"]
+        live = [v for v, st in list(states.items()) if st.state == "AVAILABLE"]
         if not live:
             raise not_found(f"Servable not found for request: Latest({name})")
         return states[max(live)].servable
@@ -199,11 +230,12 @@ class ModelManager:
     def statuses(self, name: str, version: int | None = None) -> list:
         if name not in self.specs:
             raise not_found(f"Could not find any versions of model {name}")
-        states = self.states[name]
+        states = self.states.get(name, {})
         if version is not None:
             if version not in states:
                 raise not_found(f"Could not find version {version} of model {name}")
             return [states[version]]
-        if not states:
+        snapshot = dict(states)  # copied at once: another thread may be adding a version
+        if not snapshot:
             raise not_found(f"Could not find any versions of model {name}")
-        return [states[v] for v in sorted(states, reverse=True)]
+        return [snapshot[v] for v in sorted(snapshot, reverse=True)]

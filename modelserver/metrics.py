@@ -37,6 +37,8 @@ def exponential_buckets(scale: float, growth: float, count: int) -> list:
     return [scale * growth ** i for i in range(count)]
 
 
+# request_latency labels its API in lower case, runtime_latency in TF Serving's method names.
+RUNTIME_API = {"predict": "Predict", "classify": "Classify", "regress": "Regress", "multi_inference": "MultiInference"}
 LATENCY_BUCKETS = exponential_buckets(10, 1.8, 33)  # microseconds, as TF Serving's request_latency
 BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
 
@@ -105,6 +107,11 @@ class ServingMetrics:
                                    "/tensorflow/core/graph_run_time_usecs", ())
         self.graph_run_time = _Counter(":tensorflow:core:graph_run_time_usecs", "The total time spent on executing "
                                        "graphs in microseconds.", ())
+        self.graph_build_calls = _Counter(":tensorflow:core:graph_build_calls", "The number of times TensorFlow "
+                                          "has created a new client graph. A client graph is a sub-graph of the "
+                                          "full graph, induced by a set of options.", ())
+        self.graph_build_time = _Counter(":tensorflow:core:graph_build_time_usecs", "The amount of time TensorFlow "
+                                         "has spent creating new client graphs in microseconds.", ())
         self.load_attempts = _Counter(":tensorflow:cc:saved_model:load_attempt_count", "The number of times a "
                                       "SavedModel was successfully loaded.", ("model_path", "status"))
         self.load_latency = _Counter(":tensorflow:cc:saved_model:load_latency", "Latency in microseconds for "
@@ -113,8 +120,8 @@ class ServingMetrics:
                                          "for warming up the model.", ("model_path", "status"), LATENCY_BUCKETS)
         self._lock = threading.Lock()
         self._all = [self.request_count, self.request_latency, self.runtime_latency, self.queuing_latency,
-                     self.batch_size, self.graph_runs, self.graph_run_time, self.load_attempts, self.load_latency,
-                     self.warmup_latency]
+                     self.batch_size, self.graph_runs, self.graph_run_time, self.graph_build_calls,
+                     self.graph_build_time, self.load_attempts, self.load_latency, self.warmup_latency]
 
     def render(self) -> bytes:
         out = []
@@ -136,7 +143,7 @@ class ServingMetrics:
         """One unbatched request's TF execution ("TF1": the runtime label TF Serving's SavedModel
         bundle path reports)."""
         with self._lock:
-            self.runtime_latency.observe((model, api, "TF1"), seconds * 1e6)
+            self.runtime_latency.observe((model, RUNTIME_API.get(api, api), "TF1"), seconds * 1e6)
             self.graph_runs.inc()
             self.graph_run_time.inc(by=seconds * 1e6)
 
@@ -147,9 +154,15 @@ class ServingMetrics:
             for q in queued_s:
                 self.queuing_latency.observe((pool,), q * 1e6)
             for api, runtime_s in task_runtimes:
-                self.runtime_latency.observe((model, api, "TF1"), runtime_s * 1e6)
+                self.runtime_latency.observe((model, RUNTIME_API.get(api, api), "TF1"), runtime_s * 1e6)
             self.graph_runs.inc()
             self.graph_run_time.inc(by=seconds * 1e6)
+
+    def graph_built(self, seconds: float) -> None:
+        """A client graph built (a Session callable made for a new set of feeds and fetches)."""
+        with self._lock:
+            self.graph_build_calls.inc()
+            self.graph_build_time.inc(by=seconds * 1e6)
 
     def model_loaded(self, path: str, ok: bool, load_s: float, warmup_s: float) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestPayloadError
 from google.protobuf import json_format
 
-from modelserver import tensors
+from modelserver import inference, tensors
 from modelserver.metrics import CONTENT_TYPE
 from modelserver.status import ServingError, invalid
 
@@ -128,15 +128,17 @@ class RestAPI:
                 raise ServingError("NOT_FOUND", f"Malformed request: {request.method} {path}")
             version = int(m["version"]) if m["version"] is not None else None
             if m["verb"]:
-                if request.method != "POST":
+                if request.method != "POST" or m["verb"] not in ("predict", "classify", "regress"):
                     raise ServingError("NOT_FOUND", f"Malformed request: {request.method} {path}")
-                if m["verb"] != "predict":
-                    raise ServingError("UNIMPLEMENTED", f"{m['verb']} is not supported by this server")
-                return await self._predict(request, m["name"], version, m["label"])
+                if m["verb"] == "predict":
+                    return await self._predict(request, m["name"], version, m["label"])
+                return await self._classify_regress(request, m["verb"], m["name"], version, m["label"])
             if request.method != "GET":
                 raise ServingError("NOT_FOUND", f"Malformed request: {request.method} {path}")
             if m["meta"]:
                 return self._metadata(m["name"], version, m["label"])
+            if m["label"] is not None:
+                version = self.manager.label_version(m["name"], m["label"])
             return self._status(m["name"], version)
         except ServingError as e:
             return _error(e)
@@ -185,6 +187,25 @@ class RestAPI:
         _, _, outputs = await self.api.predict(name, version, label, sig_name, decode, "REST",
                                                timeout_ms=self.timeout_ms)
         return _ok(encode_response(outputs, rows))
+
+    async def _classify_regress(self, request, kind: str, name, version, label):
+        from tensorflow_serving.apis import classification_pb2, regression_pb2
+
+        raw = await self._body(request)
+        if isinstance(raw, web.Response):
+            return raw
+        try:
+            sig_name, inp = inference.input_from_json(orjson.loads(raw))
+        except orjson.JSONDecodeError as e:
+            self.metrics.request(self.api.label(name), kind, "REST", "INVALID_ARGUMENT", 0.0)
+            return _error(invalid(f"JSON Parse error: {e}"))
+        except ServingError as e:
+            self.metrics.request(self.api.label(name), kind, "REST", e.code, 0.0)
+            raise
+        result = (classification_pb2.ClassificationResult() if kind == "classify"
+                  else regression_pb2.RegressionResult())
+        await self.api.infer(kind, name, version, label, sig_name, inp, "REST", result)
+        return _ok(inference.classification_json(result) if kind == "classify" else inference.regression_json(result))
 
     def _status(self, name, version):
         states = self.manager.statuses(name, version)

@@ -56,7 +56,7 @@ def _spec(info) -> TensorSpec:
 
 
 class Servable:
-    def __init__(self, model_name: str, version: int, path: str, session_config=None):
+    def __init__(self, model_name: str, version: int, path: str, session_config=None, graph_built=None):
         import threading
 
         import tensorflow as tf
@@ -68,6 +68,7 @@ class Servable:
             meta = tf.compat.v1.saved_model.load(self.session, ["serve"], path)
         self.signature_defs = meta.signature_def
         self._callables, self._lock = {}, threading.Lock()
+        self._graph_built = graph_built  # metrics: :tensorflow:core:graph_build_calls / _time_usecs
         self.signatures = {}
         for name, sd in self.signature_defs.items():
             if name.startswith("__") or not sd.outputs:
@@ -117,8 +118,11 @@ class Servable:
             with self._lock:  # make_callable changes the session's state: once per key
                 fn = self._callables.get(key)
                 if fn is None:
+                    t0 = time.perf_counter()
                     fn = self._callables[key] = self._make_callable([sig.feeds[k] for k in sig.inputs],
                                                                     [sig.fetches[k] for k in outputs], timeout_ms)
+                    if self._graph_built:
+                        self._graph_built(time.perf_counter() - t0)
         return fn
 
     def _make_callable(self, feeds: list, fetches: list, timeout_ms: int = 0):
@@ -152,24 +156,35 @@ class Servable:
             return 0
         from tensorflow_serving.apis import prediction_log_pb2
 
+        from modelserver import inference
+
         count = 0
         for record in self._tf.data.TFRecordDataset(path).take(WARMUP_MAX_RECORDS):
             log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
-            if log.WhichOneof("log_type") != "predict_log":
-                raise invalid(f"{path}: only predict_log warmup records are supported")
-            req = log.predict_log.request
-            sig = self.signature(req.model_spec.signature_name)
-            inputs = {k: tensors.proto_to_array(k, v) for k, v in req.inputs.items()}
-            self.validate(sig, inputs)
+            kind = log.WhichOneof("log_type")
+            if kind == "predict_log":
+                req = log.predict_log.request
+                sig = self.signature(req.model_spec.signature_name)
+                inputs = {k: tensors.proto_to_array(k, v) for k, v in req.inputs.items()}
+                self.validate(sig, inputs)
+            elif kind in ("classify_log", "regress_log"):
+                req = getattr(log, kind).request
+                sig = self.signature(req.model_spec.signature_name)
+                method = inference.CLASSIFY if kind == "classify_log" else inference.REGRESS
+                inputs = {inference.check_signature(sig, method): inference.serialized_examples(req.input)}
+            else:
+                raise invalid(f"{path}: warmup records of type {kind} are not supported (predict, classify, "
+                              "regress are)")
             self.run(sig, inputs)
             count += 1
         return count
 
 
-def load_servable(model_name: str, version: int, path: str, warmup: bool, session_config=None) -> tuple:
+def load_servable(model_name: str, version: int, path: str, warmup: bool, session_config=None,
+                  graph_built=None) -> tuple:
     """Load and warm up; return (servable, load_seconds, warmup_seconds)."""
     t0 = time.perf_counter()
-    servable = Servable(model_name, version, path, session_config)
+    servable = Servable(model_name, version, path, session_config, graph_built)
     t1 = time.perf_counter()
     if warmup:
         servable.warmup()

@@ -62,6 +62,12 @@ async def serve(args) -> None:
         await manager.start()
     except ModelPathError as e:
         raise StartupError(str(e)) from None
+    watcher = None
+    if args.model_config_file and args.model_config_file_poll_wait_seconds > 0:
+        from modelserver.reload import watch
+
+        watcher = asyncio.ensure_future(watch(manager, args.model_config_file,
+                                              args.model_config_file_poll_wait_seconds))
     api = PredictAPI(manager, runner, metrics)
 
     stopping = asyncio.Event()
@@ -98,6 +104,8 @@ async def serve(args) -> None:
         site.close()
         guard.stop()
         await rest_server.shutdown(2.0)
+    if watcher:
+        watcher.cancel()
     await manager.stop()
     runner.close()
     direct.close()

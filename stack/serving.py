@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 import urllib.request
 from pathlib import Path
@@ -108,5 +109,6 @@ class LocalServing:
         v = self._by_name[server.name]
         base = check_base_path(self.model_path) if self.model_path else \
             ensure_example_model(v, self.registry, log=lambda *_: None)
-        newest = max((d for d in base.iterdir() if d.name.isdigit()), key=lambda d: int(d.name))
+        newest = max((d for d in base.iterdir() if re.fullmatch(r"[0-9]+", d.name) and (d / "saved_model.pb").exists()),
+                     key=lambda d: int(d.name))
         return venv_python(ensure_venv(v, self.registry, log=lambda *_: None)), newest

@@ -31,6 +31,7 @@ class Server:
     proc: subprocess.Popen
     log: Path
     base_path: Path
+    args: tuple = ()
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.rest}{path}"
@@ -62,11 +63,12 @@ def run_modelserver(version: str, args: list, timeout: float = 60) -> subprocess
 
 
 def start_modelserver(version: str, tmp: Path, base_path: Path | None = None, batching: Path | None = None,
-                      extra: list = (), model_name: str = "my_model", wait: bool = True) -> Server:
-    base_path = base_path or example_model(version)
+                      extra: list = (), model_name: str = "my_model", wait: bool = True, config: bool = False) -> Server:
+    """config: models come from the --model_config_file in extra; model_name is one of them to wait for."""
+    base_path = base_path or (None if config else example_model(version))
     rest, grpc = free_port(), free_port()
-    cmd = [version_python(version), "-m", "modelserver", f"--port={grpc}", f"--rest_api_port={rest}",
-           f"--model_name={model_name}", f"--model_base_path={base_path}",
+    model = [] if config else [f"--model_name={model_name}", f"--model_base_path={base_path}"]
+    cmd = [version_python(version), "-m", "modelserver", f"--port={grpc}", f"--rest_api_port={rest}", *model,
            f"--monitoring_config_file={CONFIGS / 'monitoring.config'}", *extra]
     if batching:
         cmd += ["--enable_batching", f"--batching_parameters_file={batching}"]
@@ -74,7 +76,7 @@ def start_modelserver(version: str, tmp: Path, base_path: Path | None = None, ba
     with open(log, "wb") as f:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT,
                                 env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    server = Server(version, rest, grpc, proc, log, base_path)
+    server = Server(version, rest, grpc, proc, log, base_path, tuple(cmd))
     if wait:
         wait_available(server, model_name)
     return server

@@ -42,7 +42,10 @@ BAD = [
     ("unknown version", "/v1/models/my_model/versions/9:predict", b'{"instances": [[1.0]]}', 404, "9"),
     ("unknown label", "/v1/models/my_model/labels/canary:predict", b'{"instances": [[1.0]]}', 400, "canary"),
     ("path traversal", "/v1/models/..%2F..%2Fetc%2Fpasswd:predict", b'{"instances": [[1.0]]}', 404, "Servable"),
-    ("unknown verb", "/v1/models/my_model:classify", b'{"examples": []}', 501, "classify"),
+    ("unknown verb", "/v1/models/my_model:explain", b'{"instances": [[1.0]]}', 404, "Malformed request"),
+    ("classify without examples", "/v1/models/my_model:classify", b'{"examples": []}', 400, "examples"),
+    ("classify on a predict signature", "/v1/models/my_model:classify", b'{"examples": [{"x": 1.0}]}', 400,
+     "Expected classification signature method_name to be tensorflow/serving/classify"),
     ("malformed path", "/v2/whatever", b"{}", 404, "Malformed"),
 ]
 

@@ -55,7 +55,7 @@ def env(tmp_path_factory):
 
 
 def pid_of(env, version: str) -> int:
-    return int((Path(env["_tmp"]) / "state" / "local" / f"tf{version}" / "modelserver.pid").read_text())
+    return int((Path(env["_tmp"]) / "state" / "local" / f"tf{version}" / "modelserver.pid").read_text().split()[0])
 
 
 def test_model_server_killed_mid_run(env):
@@ -105,7 +105,7 @@ def test_prometheus_restart_mid_compare_keeps_data_and_the_report_marks_the_gap(
     def chaos():
         wait_until(lambda: _first_cell_started(results), 240, "first measurement")
         killed_at["before"] = time.time() - 1
-        killed_at["pid"] = int(prom_pid_file.read_text())
+        killed_at["pid"] = int(prom_pid_file.read_text().split()[0])
         os.kill(killed_at["pid"], signal.SIGKILL)
         killed_at["t"] = time.time()
         time.sleep(8)
@@ -117,7 +117,7 @@ def test_prometheus_restart_mid_compare_keeps_data_and_the_report_marks_the_gap(
     t.join(60)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert killed_at["up"].returncode == 0, killed_at["up"].stderr
-    assert int(prom_pid_file.read_text()) != killed_at["pid"]
+    assert int(prom_pid_file.read_text().split()[0]) != killed_at["pid"]
     # Scraped before the kill, still there after the restart (TSDB on disk, WAL replayed).
     before = promql.instant(f'up{{job="tfserving",version="{B}"}}', killed_at["before"], PROM)
     assert before and before[0]["value"][1] == "1"

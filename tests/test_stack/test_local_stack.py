@@ -39,7 +39,7 @@ def running(tmp_path_factory):
     (tmp / "nvml.json").write_text(json.dumps({"devices": []}))
     up = stack(env, "up", "--versions", " ".join(TEST_VERSIONS), "--runtime", "local")
     assert up.returncode == 0, up.stdout + up.stderr
-    pids = {v: int((tmp / "state" / "local" / f"tf{v}" / "modelserver.pid").read_text()) for v in TEST_VERSIONS}
+    pids = {v: int((tmp / "state" / "local" / f"tf{v}" / "modelserver.pid").read_text().split()[0]) for v in TEST_VERSIONS}
     gib = 2 ** 30
     (tmp / "nvml.json").write_text(json.dumps({"devices": [{
         "name": "NVIDIA H200", "uuid": "GPU-fake-0", "used": 6 * gib, "total": 141 * gib, "reserved": None,

@@ -1,0 +1,218 @@
+"""The drop-in behaves like TF Serving on TF Serving's kind of models: the documented requests of its
+REST API page on half_plus_two (zero-padded version directory, TF1 graph, fed intermediate tensor,
+tf.Example classify/regress, an asset read by a table the legacy init op fills), labels, the gRPC
+Classify/Regress/MultiInference methods, config reload under load, and the metrics the Grafana
+tensorflow-mixin looks for; in both TF versions the tests use."""
+import asyncio
+import threading
+import time
+
+import aiohttp
+import grpc
+import pytest
+import requests
+from servers import CONFIGS, TEST_VERSIONS, start_modelserver
+from tensorflow.core.example import example_pb2
+from tensorflow_serving.apis import (classification_pb2, inference_pb2, model_management_pb2, model_service_pb2_grpc,
+                                     prediction_service_pb2_grpc, regression_pb2)
+
+from models.prepare import ensure_test_models
+from stack.registry import load_registry
+
+pytestmark = pytest.mark.integration
+
+
+def models_of(version: str):
+    reg = load_registry()
+    return ensure_test_models(reg.get(version), reg, log=lambda *_: None)
+
+
+def config(tmp_path, models: dict, name: str = "models.config"):
+    """models: name -> (base path, extra text inside config {})."""
+    text = "model_config_list {\n" + "".join(
+        f'  config {{ name: "{n}" base_path: "{p}" model_platform: "tensorflow" {extra} }}\n'
+        for n, (p, extra) in models.items()) + "}\n"
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module", params=TEST_VERSIONS, ids=lambda v: f"tf{v}")
+def hp(request, tmp_path_factory):
+    """half_plus_two and half_plus_n (both versions, labelled) behind one server."""
+    v, tmp = request.param, tmp_path_factory.mktemp("parity")
+    td = models_of(v)
+    cfg = config(tmp, {"half_plus_two": (td / "half_plus_two", ""),
+                       "half_plus_n": (td / "half_plus_n", "model_version_policy { all {} } "
+                                       'version_labels { key: "stable" value: 1 } '
+                                       'version_labels { key: "canary" value: 2 }')})
+    s = start_modelserver(v, tmp, extra=[f"--model_config_file={cfg}", "--model_config_file_poll_wait_seconds=1"],
+                          model_name="half_plus_two", config=True)
+    yield s
+    s.stop()
+
+
+def post(s, path, body):
+    return requests.post(s.url(path), json=body, timeout=20)
+
+
+def test_a_zero_padded_version_directory_is_its_number(hp):
+    st = requests.get(hp.url("/v1/models/half_plus_two"), timeout=5).json()
+    assert st == {"model_version_status": [{"version": "123", "state": "AVAILABLE",
+                                            "status": {"error_code": "OK", "error_message": ""}}]}
+    meta = requests.get(hp.url("/v1/models/half_plus_two/versions/123/metadata"), timeout=5).json()
+    sigs = meta["metadata"]["signature_def"]["signature_def"]
+    assert meta["model_spec"]["version"] == "123" and {"classify_x_to_y", "tensorflow/serving/regress"} <= set(sigs)
+    assert sigs["serving_default"]["inputs"]["x"]["name"] == "x:0"  # an intermediate tensor, not a placeholder
+
+
+def test_the_docs_predict_requests_answer_what_the_docs_show(hp):
+    # the REST API page: curl -d '{"instances": [1.0,2.0,5.0]}' .../half_plus_two:predict
+    assert post(hp, "/v1/models/half_plus_two:predict", {"instances": [1.0, 2.0, 5.0]}).json() == {
+        "predictions": [2.5, 3.0, 4.5]}
+    assert post(hp, "/v1/models/half_plus_two:predict", {"inputs": [1.0, 2.0, 5.0]}).json() == {
+        "outputs": [2.5, 3.0, 4.5]}
+    assert post(hp, "/v1/models/half_plus_two:predict", {"instances": [{"x": 1.0}, {"x": 2.0}]}).json() == {
+        "predictions": [2.5, 3.0]}
+    # the static shape [?, 1] is not checked: the graph decides, and [[1.0], [2.0]] works as well
+    assert post(hp, "/v1/models/half_plus_two:predict", {"instances": [[1.0], [2.0]]}).json() == {
+        "predictions": [[2.5], [3.0]]}
+
+
+def test_regress_and_classify_with_examples_and_context(hp):
+    reg = post(hp, "/v1/models/half_plus_two:regress",
+               {"signature_name": "tensorflow/serving/regress", "examples": [{"x": 1.0}, {"x": 2.0}]})
+    assert reg.json() == {"results": [2.5, 3.0]}
+    ctx = post(hp, "/v1/models/half_plus_two:regress",
+               {"signature_name": "regress_x_to_y", "context": {"x": 4.0}, "examples": [{}, {}]})
+    assert ctx.json() == {"results": [4.0, 4.0]}  # the context's feature merged into every example
+    cls = post(hp, "/v1/models/half_plus_two:classify",
+               {"signature_name": "classify_x_to_y", "examples": [{"x": 1.0}, {"x": 2.0}]})
+    assert cls.json() == {"results": [[["", 2.5]], [["", 3.0]]]}
+    labelled = post(hp, "/v1/models/half_plus_two:classify",
+                    {"signature_name": "classify_x_to_label", "examples": [{"x": 1.0}, {"x": 4.0}]})
+    assert labelled.json() == {"results": [[["small", 2.5]], [["large", 4.0]]]}  # labels from the asset file
+    bad = post(hp, "/v1/models/half_plus_two:regress", {"examples": [{"x": 1.0}]})  # serving_default: predict
+    assert bad.status_code == 400 and "regression signature method_name" in bad.json()["error"]
+
+
+def test_version_labels_pick_versions_for_every_verb(hp):
+    for label, want in (("stable", 2.5), ("canary", 3.5)):
+        r = post(hp, f"/v1/models/half_plus_n/labels/{label}:predict", {"instances": [1.0]})
+        assert r.json() == {"predictions": [want]}, (label, r.text)
+        st = requests.get(hp.url(f"/v1/models/half_plus_n/labels/{label}"), timeout=5).json()
+        assert [v["version"] for v in st["model_version_status"]] == ["1" if label == "stable" else "2"]
+    assert post(hp, "/v1/models/half_plus_n:predict", {"instances": [1.0]}).json() == {"predictions": [3.5]}
+    unknown = post(hp, "/v1/models/half_plus_n/labels/nope:predict", {"instances": [1.0]})
+    assert unknown.status_code == 400 and "Unrecognized servable version label: nope" in unknown.json()["error"]
+
+
+def _examples(*xs):
+    out = []
+    for x in xs:
+        e = example_pb2.Example()
+        e.features.feature["x"].float_list.value.append(x)
+        out.append(e)
+    return out
+
+
+def test_grpc_classify_regress_and_multi_inference(hp):
+    with grpc.insecure_channel(f"127.0.0.1:{hp.grpc}") as ch:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(ch)
+        req = regression_pb2.RegressionRequest()
+        req.model_spec.name, req.model_spec.signature_name = "half_plus_two", "regress_x_to_y"
+        req.input.example_list.examples.extend(_examples(1.0, 2.0))
+        resp = stub.Regress(req, timeout=20)
+        assert [r.value for r in resp.result.regressions] == [2.5, 3.0] and resp.model_spec.version.value == 123
+        creq = classification_pb2.ClassificationRequest()
+        creq.model_spec.name, creq.model_spec.signature_name = "half_plus_two", "classify_x_to_label"
+        creq.input.example_list_with_context.context.features.feature["x"].float_list.value.append(4.0)
+        creq.input.example_list_with_context.examples.add()
+        cresp = stub.Classify(creq, timeout=20)
+        assert [(c.label, c.score) for c in cresp.result.classifications[0].classes] == [("large", 4.0)]
+        mreq = inference_pb2.MultiInferenceRequest()
+        for sig, method in (("regress_x_to_y", "tensorflow/serving/regress"),
+                            ("classify_x_to_y", "tensorflow/serving/classify")):
+            t = mreq.tasks.add(method_name=method)
+            t.model_spec.name, t.model_spec.signature_name = "half_plus_two", sig
+        mreq.input.example_list.examples.extend(_examples(2.0))
+        mresp = stub.MultiInference(mreq, timeout=20)
+        assert mresp.results[0].regression_result.regressions[0].value == 3.0
+        assert mresp.results[1].classification_result.classifications[0].classes[0].score == 3.0
+        with pytest.raises(grpc.RpcError) as err:
+            bad = regression_pb2.RegressionRequest()
+            bad.model_spec.name = "half_plus_two"  # serving_default is a predict signature
+            bad.input.example_list.examples.extend(_examples(1.0))
+            stub.Regress(bad, timeout=20)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_metrics_count_classify_and_regress_and_show_what_the_mixin_needs(hp):
+    post(hp, "/v1/models/half_plus_two:regress", {"signature_name": "regress_x_to_y", "examples": [{"x": 1.0}]})
+    text = requests.get(hp.url("/monitoring/prometheus/metrics"), timeout=5).text
+    for needle in ('request_latency_count{model_name="half_plus_two",API="regress",entrypoint="REST"}',
+                   'request_latency_count{model_name="half_plus_two",API="classify",entrypoint="REST"}',
+                   'runtime_latency_count{model_name="half_plus_two",API="Regress",runtime="TF1"}',
+                   ":tensorflow:core:graph_build_calls ", ":tensorflow:core:graph_build_time_usecs ",
+                   ":tensorflow:serving:model_warmup_latency_bucket", ":tensorflow:cc:saved_model:load_latency{"):
+        assert needle in text, needle
+
+
+def test_models_config_reloads_under_load_without_a_failed_request(hp, tmp_path):
+    """Add half_plus_three (a copy of half_plus_n) to the polled models.config while half_plus_two is
+    under load, then remove it: it comes and goes, and not one request of the load fails."""
+    cfg_path = next(a.split("=", 1)[1] for a in hp.args if a.startswith("--model_config_file="))
+    original = open(cfg_path).read()
+    td = models_of(hp.version)
+    codes, stop = [], threading.Event()
+
+    async def load():
+        async with aiohttp.ClientSession() as s:
+            while not stop.is_set():
+                async with s.post(hp.url("/v1/models/half_plus_two:predict"), json={"instances": [1.0]}) as r:
+                    codes.append(r.status)
+
+    runner = threading.Thread(target=lambda: asyncio.run(load()))
+    runner.start()
+    try:
+        added = original.rstrip().rstrip("}") + (f'  config {{ name: "half_plus_three" base_path: "{td / "half_plus_n"}" '
+                                                 'model_platform: "tensorflow" }\n}\n')
+        open(cfg_path, "w").write(added)
+        deadline = time.monotonic() + 60
+        while post(hp, "/v1/models/half_plus_three:predict", {"instances": [1.0]}).status_code != 200:
+            assert time.monotonic() < deadline, hp.log.read_text()[-2000:]
+            time.sleep(0.3)
+        assert post(hp, "/v1/models/half_plus_three:predict", {"instances": [1.0]}).json() == {"predictions": [3.5]}
+        open(cfg_path, "w").write(original)
+        deadline = time.monotonic() + 60
+        while post(hp, "/v1/models/half_plus_three:predict", {"instances": [1.0]}).status_code != 404:
+            assert time.monotonic() < deadline
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        runner.join(30)
+        open(cfg_path, "w").write(original)
+    assert len(codes) > 50 and set(codes) == {200}, {c: codes.count(c) for c in set(codes)}
+
+
+def test_handle_reload_config_request_over_grpc(hp):
+    from tensorflow_serving.config import model_server_config_pb2
+
+    td = models_of(hp.version)
+    cfg = model_server_config_pb2.ModelServerConfig()
+    for name, path in (("half_plus_two", td / "half_plus_two"), ("half_plus_n", td / "half_plus_n"),
+                       ("again", td / "half_plus_n")):
+        c = cfg.model_config_list.config.add(name=name, base_path=str(path), model_platform="tensorflow")
+        if name == "half_plus_n":
+            c.model_version_policy.all.SetInParent()
+            c.version_labels["stable"], c.version_labels["canary"] = 1, 2
+    with grpc.insecure_channel(f"127.0.0.1:{hp.grpc}") as ch:
+        stub = model_service_pb2_grpc.ModelServiceStub(ch)
+        resp = stub.HandleReloadConfigRequest(model_management_pb2.ReloadConfigRequest(config=cfg), timeout=120)
+        assert resp.status.error_code == 0, resp
+        assert post(hp, "/v1/models/again:predict", {"instances": [1.0]}).json() == {"predictions": [3.5]}
+        bad = model_server_config_pb2.ModelServerConfig()
+        bad.model_config_list.config.add(name="x", base_path="/nonexistent", model_platform="tensorflow")
+        resp = stub.HandleReloadConfigRequest(model_management_pb2.ReloadConfigRequest(config=bad), timeout=60)
+        assert resp.status.error_code == 3 and "/nonexistent" in resp.status.error_message
+        assert post(hp, "/v1/models/again:predict", {"instances": [1.0]}).status_code == 200  # unchanged
