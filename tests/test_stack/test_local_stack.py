@@ -124,7 +124,7 @@ def test_every_listener_of_the_stack_binds_loopback_by_default(running):
     """SECURITY.md: nothing `make up` (or the load generator) starts listens beyond 127.0.0.1."""
     import psutil
 
-    pids = [int(p.read_text()) for p in (running["tmp"] / "state" / "local").glob("*/*.pid")]
+    pids = [int(p.read_text().split()[0]) for p in (running["tmp"] / "state" / "local").glob("*/*.pid")]
     pids.append(running["load"].pid)
     assert len(pids) == len(TEST_VERSIONS) + 3, pids  # model servers, exporter, Prometheus, loadgen
     listening = {}
