@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import signal
 import sys
@@ -66,15 +67,15 @@ def install_loop(s) -> None:
 
 
 async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics: bool = True,
-                         boundary=None) -> tuple:
+                         boundary=None, history=None) -> tuple:
     rec = Recorder()
     live = LiveState(s.run_id, s.name, s.load.mode)
-    runner = Runner(s, payloads, rec, live, progress=progress, partial=partial, boundary=boundary)
+    runner = Runner(s, payloads, rec, live, progress=progress, partial=partial, boundary=boundary, history=history)
     handle = None
     if metrics and s.metrics_port:
         try:
             handle = serve_metrics(LoadgenCollector(rec, live, lambda: runner.drivers.values()), s.metrics_port,
-                                   s.metrics_addr)
+                                   s.metrics_addr, s.run_id)
         except OSError as e:
             raise RunError(f"cannot serve /metrics on {s.metrics_addr}:{s.metrics_port}: {e.strerror}") from None
     # Everything allocated so far (imports, payloads, histograms) lives for the whole run: freeze it,
@@ -87,7 +88,7 @@ async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics
         loop.add_signal_handler(sig, task.cancel)
     try:
         raw = await task
-    except asyncio.CancelledError:  # stopped by a signal: keep what was measured
+    except asyncio.CancelledError:  # stopped by a signal or an :abort threshold: keep what was measured
         rec.flush()
         raw = runner.raw_results(None, partial=True)
     return raw, live, handle
@@ -109,8 +110,22 @@ def measure(s, payloads: dict, boundary=None) -> dict:
     return summarize(asyncio.run(go()), s)
 
 
-def execute(s, quiet: bool = False) -> int:
-    """Run scenario s; returns the exit code (0 ok, 1 a threshold broken)."""
+EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_INVALID = 0, 1, 2, 3
+
+
+def exit_code(summary: dict) -> int:
+    """0: valid and every threshold held; 1: a threshold broken (or an :abort one ended the run);
+    3: the result itself is invalid (saturated generator, send lag, too few requests, server
+    unreachable), whatever the thresholds say; 2 is for usage errors, before any request."""
+    if not summary["valid"]:
+        return EXIT_INVALID
+    return EXIT_OK if summary["thresholds_passed"] and not summary["aborted"] else EXIT_THRESHOLD
+
+
+def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", spectrum: bool = False) -> int:
+    """Run scenario s; returns the exit code (exit_code). summary_json "-": the summary on stdout
+    (the table then goes to stderr); csv_path: per-second history."""
+    from loadgen.progress import CsvHistory, LiveDisplay
     from stack.placement import isolate_from_env, pin_self, plan
 
     quiet = quiet or not sys.stderr.isatty()
@@ -120,36 +135,44 @@ def execute(s, quiet: bool = False) -> int:
     if place.isolated:  # off the model servers' cores (`make up` put them on the others)
         pin_self(place.client)
 
-    def progress(line: str) -> None:
-        sys.stderr.write("\r" + line[:200].ljust(120))
-        sys.stderr.flush()
-
     def partial(raw: dict) -> None:
         write_json_atomic(s.out, summarize(raw, s))
 
-    if s.workers > 1:
-        from loadgen.workers import run_workers
-        raw = merge_raw(run_workers(s, payloads))
-        live = handle = None
-    else:
-        install_loop(s)
-        raw, live, handle = asyncio.run(run_in_process(s, payloads, progress=None if quiet else progress,
-                                                       partial=partial))
-    if not quiet:
-        sys.stderr.write("\n")
+    display = None if quiet or s.workers > 1 else LiveDisplay()
+    history = CsvHistory(csv_path) if csv_path else None
+    try:
+        if s.workers > 1:
+            from loadgen.workers import run_workers
+            raw = merge_raw(run_workers(s, payloads))
+            live = handle = None
+        else:
+            install_loop(s)
+            raw, live, handle = asyncio.run(run_in_process(s, payloads, progress=display, partial=partial,
+                                                           history=history))
+    finally:
+        if display:
+            display.close()
+        if history:
+            history.close()
     summary = summarize(raw, s)
     if live is not None:  # /metrics says "done" before the summary file does
         live.valid = {t["name"]: int(t["valid"]) for t in summary["targets"]}
         live.phase = "done"
     write_json_atomic(s.out, summary)
-    print_table(summary)
-    print(f"summary: {s.out}")
+    out = sys.stderr if summary_json == "-" else sys.stdout
+    print_table(summary, stream=out, spectrum=spectrum)
+    print(f"summary: {s.out}" + (f"; per-second history: {csv_path}" if csv_path else ""), file=out)
+    if summary["aborted"]:
+        print(f"aborted: {summary['aborted']}", file=out)
+    if summary_json == "-":
+        sys.stdout.write(json.dumps({k: v for k, v in summary.items() if k != "raw"}, indent=1, default=str) + "\n")
+        sys.stdout.flush()
     if handle and s.linger > 0:
         print(f"serving /metrics on {s.metrics_addr}:{s.metrics_port} for {s.linger:g}s more (final scrape)",
-              flush=True)
+              flush=True, file=out)
         linger(s.linger)
     stop_metrics(handle)
-    return 0 if summary["thresholds_passed"] else 1
+    return exit_code(summary)
 
 
 def linger(seconds: float) -> None:

@@ -16,39 +16,50 @@ def new_run_id() -> str:
 
 
 def add_load_flags(p: argparse.ArgumentParser) -> None:
+    """Every flag with its help and default (a scenario file's value, when given, wins over the default;
+    a flag wins over both)."""
+    from loadgen.scenario import Payload, Thresholds
+
+    ld, pl, th = Load(), Payload(), Thresholds()
     a = p.add_argument
     a("--scenario", help="YAML scenario file (flags override its values)")
     a("--target", action="append", default=[], help="[VERSION=]rest|grpc://HOST:PORT[/MODEL], repeatable")
     a("--versions", help='versions from stack/versions.yaml, e.g. "2.9 2.21" (their local ports)')
-    a("--protocol", choices=["rest", "grpc", "both"], help="with --versions (default rest)")
-    a("--host", default="127.0.0.1", help="with --versions")
-    a("--model", help="model name (default my_model)")
-    a("--format", choices=["row", "columnar"])
+    a("--protocol", choices=["rest", "grpc", "both"], help="with --versions (default: rest)")
+    a("--host", default="127.0.0.1", help="with --versions (default: %(default)s)")
+    a("--model", help="model name (default: my_model)")
+    a("--format", choices=["row", "columnar"], help="REST request format (default: row)")
     a("--mode", choices=["closed", "constant", "poisson"], help="default: closed, or poisson when --rate is given")
-    a("--concurrency", type=int)
-    a("--rate", type=float, help="open loop: requests per second")
+    a("--concurrency", type=int, help=f"closed loop: requests in flight (default: {ld.concurrency})")
+    a("--rate", type=float, help="open loop: requests per second (at most 1,000,000 per process)")
     a("--steps", help='a ramp: "50 200 500 1000" (rates, or concurrencies in closed loop)')
-    a("--step-duration")
-    a("--duration")
-    a("--warmup")
-    a("--max-requests", type=int)
-    a("--min-requests", type=int)
-    a("--min-duration")
-    a("--timeout")
-    a("--max-connections", type=int)
-    a("--batch-size", type=int)
-    a("--payload-file")
-    a("--seed", type=int)
-    a("--max-p99", help="threshold, e.g. 50ms: exit 1 when broken")
-    a("--max-error-ratio", type=float, help="threshold, e.g. 0.01: exit 1 when broken")
-    a("--max-send-lag", help="open loop: send lag P99 bound for a valid result (default 5ms)")
-    a("--metrics-port", type=int, help=f"/metrics port (default {DEFAULT_METRICS_PORT} + TFSB_PORT_OFFSET; 0: none)")
-    a("--metrics-addr", default=os.environ.get("BIND", "127.0.0.1"))
-    a("--linger", help="keep /metrics up this long after the run, for a last scrape")
-    a("--workers", type=int, help="processes, one event loop each; histograms merge exactly")
-    a("--run-id")
-    a("--out", help="summary JSON path (default results/<run-id>/loadgen.json)")
-    a("--quiet", action="store_true", help="no live progress line")
+    a("--step-duration", help=f"each step of a ramp (default: {ld.step_duration:g}s)")
+    a("--duration", help=f"the measured window: 30s, 2m, 1m30s (default: {ld.duration:g}s)")
+    a("--warmup", help=f"excluded from the results (default: {ld.warmup:g}s)")
+    a("--max-requests", type=int, help="stop after this many requests (default: time only)")
+    a("--min-requests", type=int, help=f"fewer makes the result invalid (default: {ld.min_requests})")
+    a("--min-duration", help=f"a shorter window makes the result invalid (default: {ld.min_duration:g}s)")
+    a("--timeout", help=f"per request (default: {ld.timeout:g}s)")
+    a("--max-connections", type=int, help=f"REST connections per target (default: {ld.max_connections})")
+    a("--batch-size", type=int, help=f"rows per request (default: {pl.batch_size})")
+    a("--payload-file", help="a .npy or .json payload instead of random rows")
+    a("--seed", type=int, help=f"of the random payload and the Poisson schedule (default: {ld.seed})")
+    a("--threshold", action="append", default=[], metavar="EXPR",
+      help="k6-style pass/fail, repeatable: METRIC OP VALUE[:abort] with METRIC p50 p90 p95 p99 p999 avg max "
+           "error_ratio rate, e.g. 'p95<20ms', 'error_ratio<0.01:abort', 'rate>=450'")
+    a("--max-p99", help="shorthand for --threshold 'p99<=VALUE', e.g. 50ms")
+    a("--max-error-ratio", type=float, help="shorthand for --threshold 'error_ratio<=VALUE'")
+    a("--max-send-lag", help=f"open loop: send lag P99 bound of a valid result (default: {th.max_send_lag_p99_ms:g}ms)")
+    a("--metrics-port", type=int, help=f"/metrics port (default: {DEFAULT_METRICS_PORT} + TFSB_PORT_OFFSET; 0: none)")
+    a("--metrics-addr", default=os.environ.get("BIND", "127.0.0.1"), help="/metrics address (default: %(default)s)")
+    a("--linger", help="keep /metrics up this long after the run, for a last scrape (default: 0s)")
+    a("--workers", type=int, help="processes, one event loop each; histograms merge exactly (default: 1)")
+    a("--run-id", help="names the results directory (default: the date and time)")
+    a("--out", help="summary JSON path (default: $TFSB_RESULTS or results/, then <run-id>/loadgen.json)")
+    a("--summary-json", metavar="PATH", default="", help="'-': the summary JSON on stdout (the table on stderr)")
+    a("--csv", metavar="PATH", default="", help="per-second history: rate, errors, latency percentiles so far")
+    a("--latency", action="store_true", help="print the full latency percentile spectrum (as wrk2 --latency)")
+    a("--quiet", action="store_true", help="no live progress display (also off when stderr is not a terminal)")
 
 
 def _ms(value, field) -> float:
@@ -105,6 +116,7 @@ def scenario_from_args(args) -> Scenario:
         s.thresholds.max_error_ratio = args.max_error_ratio
     if args.max_send_lag:
         s.thresholds.max_send_lag_p99_ms = _ms(args.max_send_lag, "--max-send-lag")
+    s.thresholds.criteria = list(s.thresholds.criteria) + list(args.threshold)
     if args.metrics_port is not None:
         s.metrics_port = args.metrics_port
     elif s.metrics_port == DEFAULT_METRICS_PORT:  # the stack's own port, shifted like every other one

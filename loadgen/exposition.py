@@ -7,6 +7,10 @@ are in base units and prefixed loadgen_; labels stay low-cardinality.
 """
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 from prometheus_client import start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import CollectorRegistry
@@ -92,17 +96,41 @@ class LoadgenCollector:
         yield valid
 
 
-def serve_metrics(collector, port: int, addr: str = "127.0.0.1"):
-    """Start /metrics on addr:port; returns (server, thread) for shutdown."""
+def targets_dir() -> Path:
+    """Where the local stack's Prometheus looks for load-generator targets (file_sd)."""
+    from stack.paths import state_root
+
+    return Path(os.environ.get("TFSB_LOADGEN_TARGETS") or state_root() / "local" / "prometheus" / "targets")
+
+
+def register(port: int, addr: str, run_id: str) -> Path | None:
+    """Tell the stack's Prometheus to scrape this run, while it runs: a file_sd file that is removed
+    at the end, so `up` never shows a load generator that is simply not running as DOWN. Nothing is
+    written when no stack was brought up here (no targets directory)."""
+    d = targets_dir()
+    if not d.is_dir():
+        return None
+    from stack.procs import write_atomic
+
+    host = "127.0.0.1" if addr in ("", "0.0.0.0", "::") else addr
+    path = d / f"loadgen-{port}.json"
+    write_atomic(path, json.dumps([{"targets": [f"{host}:{port}"], "labels": {"run_id": run_id}}]))
+    return path
+
+
+def serve_metrics(collector, port: int, addr: str = "127.0.0.1", run_id: str = ""):
+    """Start /metrics on addr:port and register it; returns a handle for stop_metrics."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
     server, thread = start_http_server(port, addr=addr, registry=registry)
-    return server, thread
+    return server, thread, register(port, addr, run_id)
 
 
 def stop_metrics(handle) -> None:
     if handle:
-        server, thread = handle
+        server, thread, registered = handle
+        if registered:
+            registered.unlink(missing_ok=True)
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)

@@ -153,7 +153,18 @@ def quantiles_ms(h: HdrHistogram) -> dict:
     nz = np.nonzero(counts)[0]
     low, size = bin_values(h, nz)
     mean_us = float((counts[nz] * (low + (size >> 1))).sum()) / h.total_count  # hdrh: median-equivalent values
-    pct = percentiles_us(h, (50, 90, 99, 99.9, 100))
+    pct = percentiles_us(h, (50, 90, 95, 99, 99.9, 100))
     return {"count": h.total_count, "avg": mean_us / 1000, "p50": pct[50] / 1000, "p90": pct[90] / 1000,
-            "p99": pct[99] / 1000, "p999": pct[99.9] / 1000, "max": pct[100] / 1000,
+            "p95": pct[95] / 1000, "p99": pct[99] / 1000, "p999": pct[99.9] / 1000, "max": pct[100] / 1000,
             "min": float(low[0]) / 1000}
+
+
+SPECTRUM = (50, 75, 90, 95, 99, 99.9, 99.99, 99.999, 100)
+
+
+def spectrum_ms(h: HdrHistogram) -> list:
+    """[(percentile, ms)] over SPECTRUM, what wrk2 --latency prints."""
+    if h.total_count == 0:
+        return []
+    got = percentiles_us(h, SPECTRUM)
+    return [(p, got[p] / 1000) for p in SPECTRUM]

@@ -29,11 +29,12 @@ class LiveState:
 
 class Runner:
     def __init__(self, scenario, payloads: dict, rec: Recorder | None = None, live: LiveState | None = None,
-                 progress=None, partial=None, boundary=None):
+                 progress=None, partial=None, boundary=None, history=None):
         """boundary(edge): called before the first phase ("start") and after each phase (its name),
         once nothing is in flight, so a caller can read the servers' own counters at exact edges."""
         self.s, self.rec = scenario, rec or Recorder()
-        self.boundary = boundary
+        self.boundary, self.history = boundary, history  # history(rows): each second, for --csv
+        self.aborted = ""  # the broken :abort threshold that ended the run early
         self.live = live or LiveState(scenario.run_id, scenario.name, scenario.load.mode)
         self.progress, self.partial = progress, partial
         self.drivers = {}
@@ -49,6 +50,7 @@ class Runner:
         self.scheduled = {}
 
     async def run(self) -> dict:
+        self._task = asyncio.current_task()
         background = [asyncio.ensure_future(f()) for f in (self._sweeper, self._ticker, self._reporter)]
         started = time.time()
         try:
@@ -78,6 +80,7 @@ class Runner:
         self.phases[name] = phases
         cpu0, t0 = time.process_time(), time.perf_counter()
         self.current = (name, t0, cpu0, level)
+        self.phase_seconds = seconds
         deadline = t0 + seconds
         if self.s.load.mode == "closed":
             live.offered = {}
@@ -86,7 +89,7 @@ class Runner:
         else:
             live.offered = {n: float(level) for n in self.drivers}
             await asyncio.gather(*(self._open(d, phases[n], schedule.chunks(
-                self.s.load.mode, float(level), seconds, self.s.load.seed + index), t0, (name, n))
+                self.s.load.mode, float(level), seconds, self.s.load.seed + index), t0, (name, n), seconds)
                 for n, d in self.drivers.items()))
         elapsed = time.perf_counter() - t0
         cpu = (time.process_time() - cpu0) / max(elapsed, 1e-9)
@@ -96,7 +99,7 @@ class Runner:
             self.raw[n]["phases"][name] = {"seconds": elapsed, "level": level, "cpu_ratio": cpu,
                                            "scheduled": self.scheduled.get((name, n), 0)}
 
-    async def _open(self, driver, phase: Phase, chunks, t0: float, key: tuple) -> None:
+    async def _open(self, driver, phase: Phase, chunks, t0: float, key: tuple, seconds: float) -> None:
         """Dispatch at the intended times, in ticks. The loop's timers have ~1 ms resolution, so rather
         than spin, every wake-up also sends what is due within the next `early` seconds: such a request
         is timed from its actual (earlier) send, never from its later intended time, so no latency is
@@ -106,7 +109,6 @@ class Runner:
         pending = collections.deque()
         lag = phase.lag
         perf = time.perf_counter
-        last = 0.0
         for chunk in chunks:  # generated as consumed: memory stays bounded at any rate x duration
             offsets = chunk.tolist()  # Python floats: numpy scalar indexing costs ~100 ns a request
             self.scheduled[key] = self.scheduled.get(key, 0) + len(offsets)
@@ -125,10 +127,9 @@ class Runner:
                     i += 1
                 if i < n:
                     await asyncio.sleep(max(tick, offsets[i] - early - (perf() - t0)))
-            last = offsets[-1] if n else last
-        end = t0 + last
+        end = t0 + seconds  # the phase lasts its whole window, not just until its last arrival
         while perf() < end:
-            await asyncio.sleep(0.001)
+            await asyncio.sleep(min(0.05, max(0.0005, end - perf())))
 
     async def _drain(self, timeout: float) -> None:
         deadline = time.perf_counter() + timeout
@@ -153,33 +154,56 @@ class Runner:
                 self.rec.flush()
                 last_flush = time.perf_counter()
 
+    def _snapshot(self, last: dict) -> list:
+        """One row per target of the phase going on: what the progress display, --csv and the :abort
+        thresholds read each second (latency percentiles so far in the phase, rates of the last second)."""
+        name = self.live.phase
+        phases = self.phases.get(name, {})
+        elapsed = time.perf_counter() - self.current[1] if self.current else 0.0
+        rows = []
+        for n, p in phases.items():
+            p.ok.flush()
+            p.err.flush()
+            done = p.ok.count + p.err.count
+            rate = max(0, done - last.get((name, n), 0))
+            last[(name, n)] = done
+            self.live.achieved[n] = rate
+            rows.append({"time": time.time(), "phase": name, "target": n, "elapsed_s": elapsed,
+                         "remaining_s": max(0.0, getattr(self, "phase_seconds", 0.0) - elapsed),
+                         "target_rate": self.live.offered.get(n), "rate": rate, "completed": done, "ok": p.ok.count,
+                         "errors": p.err.count, "error_ratio": p.err.count / done if done else 0.0,
+                         "achieved_qps": p.ok.count / elapsed if elapsed else 0.0,
+                         "latency_ms": quantiles_ms(p.ok.hdr)})
+        return rows
+
+    def _check_abort(self, rows: list) -> None:
+        if self.live.phase == "warmup":
+            return
+        for r in rows:
+            for t in self.s.thresholds.parsed:
+                if t.abort and r["completed"] >= 10 and not t.holds(r):
+                    self.aborted = f"{r['target']} {r['phase']}: {t.text} broken"
+                    self._task.cancel()
+                    return
+
     async def _reporter(self) -> None:
-        last = {n: 0 for n in self.drivers}
-        tick, partial_every = 0, 5
+        last, tick, partial_every = {}, 0, 5
         while True:
             await asyncio.sleep(1.0)
             tick += 1
-            phases = self.phases.get(self.live.phase, {})
-            line = []
-            for n, p in phases.items():
-                done = p.ok.count + len(p.ok.buf) + p.err.count + len(p.err.buf)
-                prev = last.get(n, 0)
-                rate = max(0, done - prev)
-                last[n] = done
-                self.live.achieved[n] = rate
-                p.ok.flush()
-                q = quantiles_ms(p.ok.hdr)
-                errs = p.err.count
-                line.append(f"{n}: {rate}/s p99 {q.get('p99', 0):.2f}ms err {errs}")
+            rows = self._snapshot(last)
             if self.progress:
-                self.progress(f"[{self.live.phase}] " + " | ".join(line))
+                self.progress(rows)
+            if self.history:
+                self.history(rows)
+            self._check_abort(rows)
             if self.partial and tick % partial_every == 0:
                 self.rec.flush()
                 self.partial(self.raw_results(None, partial=True))
 
     def raw_results(self, started, partial: bool) -> dict:
         out = {"run_id": self.s.run_id, "partial": partial, "started": started, "targets": {},
-               "phase_marks": [list(m) for m in self.live.phase_marks]}
+               "phase_marks": [list(m) for m in self.live.phase_marks], "aborted": self.aborted}
         for n, r in self.raw.items():
             t = r["target"]
             phases = {}

@@ -23,17 +23,26 @@ class ScenarioError(ValueError):
     """A scenario a user wrote wrongly; the message says which field and why."""
 
 
+_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ms|us|h|m|s)")
+_UNIT_S = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
+
+
 def parse_duration(value, field: str) -> float:
-    """"60s", "2m", "500ms", "1h" or a number of seconds -> seconds."""
+    """"60s", "2m", "1m30s", "1h2m3s", "500ms" or a number of seconds -> seconds."""
     if isinstance(value, bool):
         raise ScenarioError(f"{field}: expected a duration like 30s, got {value!r}")
     if isinstance(value, (int, float)):
         seconds = float(value)
     else:
-        m = re.fullmatch(r"\s*([-+]?[0-9]*\.?[0-9]+)\s*(ms|s|m|h)?\s*", str(value))
-        if not m:
-            raise ScenarioError(f"{field}: expected a duration like 30s, 2m or 500ms, got {value!r}")
-        seconds = float(m.group(1)) * {"ms": 1e-3, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+        text = str(value).strip().replace(" ", "")
+        sign = -1.0 if text.startswith("-") else 1.0
+        text = text.lstrip("+-")
+        if re.fullmatch(r"[0-9]*\.?[0-9]+", text):
+            seconds = sign * float(text)
+        elif text and re.fullmatch(f"(?:{_DURATION_PART.pattern})+", text):
+            seconds = sign * sum(float(n) * _UNIT_S[u] for n, u in _DURATION_PART.findall(text))
+        else:
+            raise ScenarioError(f"{field}: expected a duration like 30s, 1m30s or 500ms, got {value!r}")
     if seconds < 0:
         raise ScenarioError(f"{field}: must not be negative, got {value!r}")
     return seconds
@@ -90,9 +99,11 @@ class Payload:
 
 @dataclasses.dataclass
 class Thresholds:
-    max_p99_ms: float = 0.0        # 0: not checked
-    max_error_ratio: float = -1.0  # <0: not checked
+    max_p99_ms: float = 0.0        # 0: not checked (shorthand for "p99<=N ms")
+    max_error_ratio: float = -1.0  # <0: not checked (shorthand for "error_ratio<=N")
     max_send_lag_p99_ms: float = 5.0
+    criteria: list = dataclasses.field(default_factory=list)  # k6-style: ["p95<20ms", "error_ratio<0.01:abort"]
+    parsed: list = dataclasses.field(default_factory=list)    # loadgen.thresholds.Threshold of all of them
 
 
 @dataclasses.dataclass
@@ -182,6 +193,16 @@ def check(s: Scenario) -> Scenario:
     th.max_p99_ms = _number(th.max_p99_ms, "thresholds.max_p99_ms", allow_zero=True)
     th.max_error_ratio = _number(th.max_error_ratio, "thresholds.max_error_ratio", positive=False)
     th.max_send_lag_p99_ms = _number(th.max_send_lag_p99_ms, "thresholds.max_send_lag_p99_ms")
+    from loadgen.thresholds import ThresholdError, parse as parse_threshold
+
+    if not isinstance(th.criteria, list) or not all(isinstance(c, str) for c in th.criteria):
+        raise ScenarioError(f"thresholds.criteria: expected a list of expressions like 'p95<20ms', got {th.criteria!r}")
+    implied = ([f"p99<={th.max_p99_ms:g}ms"] if th.max_p99_ms else []) + \
+        ([f"error_ratio<={th.max_error_ratio:g}"] if th.max_error_ratio >= 0 else [])
+    try:
+        th.parsed = [parse_threshold(c) for c in implied + list(th.criteria)]
+    except ThresholdError as e:
+        raise ScenarioError(str(e)) from None
     if not isinstance(s.metrics_port, int) or not 0 <= s.metrics_port < 65536:
         raise ScenarioError(f"metrics_port must be 0..65535 (0: no endpoint), got {s.metrics_port!r}")
     return s

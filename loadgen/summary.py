@@ -98,22 +98,21 @@ def phase_stats(info: dict, mode: str, s) -> dict:
 
 def summarize(raw: dict, s) -> dict:
     """The run's summary: config, per target and measured phase the statistics, validity, thresholds."""
+    from loadgen.thresholds import broken
+
     targets, violations = [], []
     for name, t in raw["targets"].items():
         phases = {ph: phase_stats(info, s.load.mode, s) for ph, info in t["phases"].items()}
         measured = {ph: st for ph, st in phases.items() if ph != "warmup"}
-        for ph, st in measured.items():
-            p99 = st["latency_ms"].get("p99")
-            if s.thresholds.max_p99_ms and (p99 is None or p99 > s.thresholds.max_p99_ms):
-                violations.append(f"{name} {ph}: P99 {p99 if p99 is not None else 'n/a'} ms > {s.thresholds.max_p99_ms:g} ms")
-            if s.thresholds.max_error_ratio >= 0 and st["error_ratio"] > s.thresholds.max_error_ratio:
-                violations.append(f"{name} {ph}: error ratio {st['error_ratio']:.4f} > {s.thresholds.max_error_ratio:g}")
+        violations += [text for _, _, text in broken(s.thresholds.parsed, {f"{name} {ph}": st
+                                                                             for ph, st in measured.items()})]
         targets.append({"name": name, **{k: t[k] for k in ("version", "protocol", "address", "model", "reconnects")},
                         "phases": phases, "valid": bool(measured) and all(st["valid"] for st in measured.values())})
     config = dataclasses.asdict(s)
     return {"run_id": raw["run_id"], "scenario": s.name, "mode": s.load.mode, "partial": raw["partial"],
             "started": raw.get("started"), "phase_marks": raw.get("phase_marks", []), "config": config,
-            "targets": targets, "thresholds_passed": not violations, "violations": violations,
+            "targets": targets, "valid": bool(targets) and all(t["valid"] for t in targets),
+            "thresholds_passed": not violations, "violations": violations, "aborted": raw.get("aborted", ""),
             "raw": raw}
 
 
@@ -123,13 +122,16 @@ def write_json_atomic(path: str, data: dict) -> None:
     write_atomic(target, json.dumps(data, indent=1, default=str))
 
 
-def print_table(summary: dict, console=None) -> None:
+def print_table(summary: dict, console=None, stream=None, spectrum: bool = False) -> None:
+    """The summary as a table (and with spectrum, every percentile as wrk2 --latency prints them)."""
     from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(width=max(160, Console().width))
+    from loadgen.record import spectrum_ms
+
+    console = console or Console(width=max(160, Console().width), file=stream)
     table = Table(title=f"loadgen run {summary['run_id']} ({summary['mode']} loop)")
-    for col in ("target", "phase", "level", "ok", "errors", "qps", "avg ms", "p50 ms", "p90 ms", "p99 ms",
+    for col in ("target", "phase", "level", "ok", "errors", "qps", "avg ms", "p50 ms", "p90 ms", "p95 ms", "p99 ms",
                 "p99.9 ms", "max ms", "valid"):
         table.add_column(col, justify="right" if col not in ("target", "phase", "valid") else "left")
     for t in summary["targets"]:
@@ -138,9 +140,19 @@ def print_table(summary: dict, console=None) -> None:
             level = st.get("concurrency", st.get("offered_rate"))
             f = (lambda k: f"{lat[k]:.2f}" if k in lat else "-")
             table.add_row(t["name"], ph, f"{level:g}", str(st["ok"]), str(sum(st["errors"].values())),
-                          f"{st['achieved_qps']:.1f}", f("avg"), f("p50"), f("p90"), f("p99"), f("p999"), f("max"),
-                          "-" if ph == "warmup" else ("yes" if st["valid"] else "NO: " + "; ".join(st["invalid_reasons"])))
+                          f"{st['achieved_qps']:.1f}", f("avg"), f("p50"), f("p90"), f("p95"), f("p99"), f("p999"),
+                          f("max"), "-" if ph == "warmup" else
+                          ("yes" if st["valid"] else "NO: " + "; ".join(st["invalid_reasons"])))
     console.print(table)
+    if spectrum:
+        raw = summary.get("raw", {}).get("targets", {})
+        for t in summary["targets"]:
+            for ph in t["phases"]:
+                if ph == "warmup":
+                    continue
+                rows = spectrum_ms(decode_hdr(raw[t["name"]]["phases"][ph]["ok_hdr"]))
+                console.print(f"latency distribution, {t['name']} {ph}: " + "  ".join(
+                    f"{p:g}%: {ms:.3f} ms" for p, ms in rows))
     for t in summary["targets"]:
         for ph, st in t["phases"].items():
             if ph != "warmup" and st.get("client_cost_note"):

@@ -72,6 +72,7 @@ def up_prometheus(registry, bind: str = "127.0.0.1", sla_p99_ms: float | None = 
     if sla_p99_ms:
         sla_file = d / "sla.rules.yml"
         procs.write_atomic(sla_file, promconfig.sla_rules_text(sla_p99_ms))
+    (d / "targets").mkdir(exist_ok=True)  # load generators register here while they run (file_sd)
     cfg = d / "prometheus.yml"
     procs.write_atomic(cfg, promconfig.render(promconfig.generate(running_versions(registry), "local",
                                                                   str(sla_file) if sla_file else None)))

@@ -22,6 +22,11 @@ def check_name(value, what: str) -> str:
     return value
 
 
+def state_root() -> Path:
+    """The stack's state (pid files, logs, TSDB): TFSB_STATE, else .state/ in the checkout."""
+    return Path(os.environ.get("TFSB_STATE") or ROOT / ".state")
+
+
 def results_dir() -> Path:
     return Path(os.environ.get("TFSB_RESULTS") or ROOT / "results")
 

@@ -28,12 +28,12 @@ def generate(versions: list, runtime: str = "local", sla_rules: str | None = Non
     if runtime == "docker":
         prom_dir = "/etc/prometheus"
         tf = None  # file_sd: `make up` lists the versions it started (stack/docker_runtime.py)
-        exporter, loadgen, self_ = ["exporter:9400"], ["loadgen:9464"], ["localhost:9090"]
+        exporter, loadgen, self_ = ["exporter:9400"], "/etc/tfsb-targets/loadgen-*.json", ["localhost:9090"]
     else:
         prom_dir = str(ROOT / "prometheus")
         tf = [{"targets": [f"127.0.0.1:{ports.rest(v)}"], "labels": {"version": v.name}} for v in versions]
         exporter = [f"127.0.0.1:{ports.port(ports.EXPORTER)}"]
-        loadgen = [f"127.0.0.1:{ports.port(ports.LOADGEN + i)}" for i in range(ports.LOADGEN_WORKERS)]
+        loadgen = str(loadgen_targets_dir() / "loadgen-*.json")
         self_ = [f"127.0.0.1:{ports.port(ports.PROMETHEUS)}"]
     rule_files = [f"{prom_dir}/{r}" for r in RULES] + [sla_rules or f"{prom_dir}/rules/sla.rules.yml"]
     return {
@@ -45,10 +45,17 @@ def generate(versions: list, runtime: str = "local", sla_rules: str | None = Non
              **({"static_configs": tf} if tf is not None else
                 {"file_sd_configs": [{"files": ["/etc/tfsb-targets/tfserving.json"], "refresh_interval": "5s"}]})},
             {"job_name": "exporter", "static_configs": [{"targets": exporter}]},
-            {"job_name": "loadgen", "static_configs": [{"targets": loadgen}]},
+            # A load generator registers itself (file_sd) only while it runs: never a DOWN target between runs.
+            {"job_name": "loadgen", "file_sd_configs": [{"files": [loadgen], "refresh_interval": "5s"}]},
             {"job_name": "prometheus", "static_configs": [{"targets": self_}]},
         ],
     }
+
+
+def loadgen_targets_dir() -> Path:
+    from stack.paths import state_root
+
+    return state_root() / "local" / "prometheus" / "targets"
 
 
 def sla_rules_text(sla_p99_ms: float) -> str:

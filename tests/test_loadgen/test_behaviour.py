@@ -33,19 +33,19 @@ def test_stall_shows_in_open_loop_and_hides_in_closed_loop(tmp_path):
     assert open_lat["p90"] > closed_lat["p90"]
 
 
-@pytest.mark.parametrize("behaviour,code", [
-    (Behaviour(status=503), "503"),
-    (Behaviour(status=404), "404"),
-    (Behaviour(body=b"<html>not json</html>"), "invalid_response"),
-    (Behaviour(hang=True), "timeout"),
-    (Behaviour(reset=True), "connection_reset"),
+@pytest.mark.parametrize("behaviour,code,exit", [
+    (Behaviour(status=503), "503", 0),
+    (Behaviour(status=404), "404", 0),
+    (Behaviour(body=b"<html>not json</html>"), "invalid_response", 0),
+    (Behaviour(hang=True), "timeout", 0),
+    (Behaviour(reset=True), "connection_reset", 3),  # the server unreachable: the result is invalid
 ], ids=["http-503", "http-404", "invalid-response", "timeout", "connection-reset"])
-def test_errors_are_classified_and_counted_never_crash(tmp_path, behaviour, code):
+def test_errors_are_classified_and_counted_never_crash(tmp_path, behaviour, code, exit):
     with FakeServing(behaviour) as srv:
         proc, summary = loadgen_summary(tmp_path, [
             "run", "--target", f"2.9=rest://127.0.0.1:{srv.port}", "--concurrency", "2", "--duration", "1.5s",
             "--warmup", "0", "--timeout", "0.3s", "--metrics-port", "0", "--min-requests", "1"])
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == exit, proc.stderr
     st = steady(summary)
     assert st["ok"] == 0
     assert set(st["errors"]) == {code} and st["errors"][code] >= 2
@@ -75,7 +75,7 @@ def test_thresholds_decide_the_exit_code(tmp_path):
         broken, summary = loadgen_summary(tmp_path / "a", ["run", *target, "--max-p99", "5ms"])
         kept, _ = loadgen_summary(tmp_path / "b", ["run", *target, "--max-p99", "2s", "--max-error-ratio", "0.01"])
     assert broken.returncode == 1 and "threshold broken" in broken.stdout
-    assert summary["thresholds_passed"] is False and "P99" in summary["violations"][0]
+    assert summary["thresholds_passed"] is False and "p99<=5ms: got" in summary["violations"][0]
     assert kept.returncode == 0
 
 
@@ -122,3 +122,34 @@ def test_connections_the_server_closes_while_idle_are_replaced_not_crashed_on(tm
     st = steady(summary)
     assert st["errors"] == {} and st["ok"] == served >= 30
     assert summary["partial"] is False
+
+
+def test_cli_habits_exit_codes_thresholds_json_csv_and_spectrum(tmp_path):
+    """k6/wrk2 habits: k6-style thresholds (one :abort ends the run early), exit 0/1/3, the summary
+    on stdout with --summary-json -, a per-second --csv, the --latency spectrum, 1m-style durations."""
+    import csv
+    import json as _json
+    import time
+
+    with FakeServing(Behaviour(delay=lambda: 0.01)) as srv:
+        base = ["run", "--target", f"2.9=rest://127.0.0.1:{srv.port}", "--concurrency", "2", "--warmup", "0s",
+                "--metrics-port", "0", "--quiet"]
+        ok = run_loadgen([*base, "--duration", "0m2s", "--threshold", "p95<2s", "--threshold", "rate>10",
+                          "--summary-json", "-", "--csv", str(tmp_path / "h.csv"), "--latency",
+                          "--out", str(tmp_path / "ok.json")])
+        t0 = time.monotonic()
+        aborted = run_loadgen([*base, "--duration", "30s", "--threshold", "p99<1ms:abort",
+                               "--out", str(tmp_path / "ab.json")])
+        took = time.monotonic() - t0
+        invalid = run_loadgen([*base, "--duration", "1s", "--min-requests", "100000", "--out", str(tmp_path / "i.json")])
+    assert ok.returncode == 0, ok.stderr
+    summary = _json.loads(ok.stdout)  # stdout is the summary alone; the table went to stderr
+    assert summary["thresholds_passed"] and summary["targets"][0]["phases"]["steady"]["latency_ms"]["p95"] > 0
+    assert "latency distribution" in ok.stderr and "99.999%" in ok.stderr
+    rows = list(csv.DictReader(open(tmp_path / "h.csv")))
+    assert len(rows) >= 1 and float(rows[-1]["completed"]) > 0 and not (tmp_path / "h.csv.partial").exists()
+    assert aborted.returncode == 1 and "aborted" in aborted.stdout and took < 15
+    assert _json.loads((tmp_path / "ab.json").read_text())["aborted"].endswith("p99<1ms:abort broken")
+    assert invalid.returncode == 3 and "too few requests" in invalid.stdout
+    bad = run_loadgen([*base, "--threshold", "p95 < fast"])
+    assert bad.returncode == 2 and "threshold 'p95 < fast'" in bad.stderr

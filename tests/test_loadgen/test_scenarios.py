@@ -113,7 +113,7 @@ def test_results_go_to_tfsb_results_and_an_early_failure_leaves_no_empty_directo
     env = dict(os.environ, PYTHONPATH=str(ROOT), TFSB_RESULTS=str(tmp_path / "results"))
     with FakeServing() as srv:
         ok = subprocess.run([sys.executable, "-m", "loadgen", "run", "--target", f"rest://127.0.0.1:{srv.port}",
-                             "--concurrency", "1", "--duration", "0.5s", "--warmup", "0", "--min-requests", "1",
+                             "--concurrency", "1", "--duration", "1s", "--warmup", "0", "--min-requests", "1",
                              "--quiet", "--run-id", "good", "--metrics-port", "0"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr

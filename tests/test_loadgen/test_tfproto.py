@@ -59,7 +59,7 @@ def test_metadata_written_by_tensorflow_serving_api_reads_with_ours():
 def test_a_grpc_run_imports_no_tensorflow(server, tmp_path):
     out = tmp_path / "lg.json"
     code = ("import runpy, sys\nsys.argv = ['loadgen', 'run', '--target', 'grpc://127.0.0.1:%d', '--concurrency', '2',"
-            " '--duration', '0.5s', '--warmup', '0', '--quiet', '--metrics-port', '0', '--out', %r]\n"
+            " '--duration', '0.5s', '--min-duration', '0.1s', '--warmup', '0', '--quiet', '--metrics-port', '0', '--out', %r]\n"
             "try:\n    runpy.run_module('loadgen', run_name='__main__')\nexcept SystemExit as e:\n"
             "    print('exit', e.code)\nprint('tensorflow' in sys.modules, 'tensorflow_serving' in sys.modules)\n"
             % (server.grpc, str(out)))
