@@ -38,11 +38,13 @@ def seeded_weights(seed: int, scale: float = 1.0):
 
 
 SLOW_WIDTH = 2048
+SLOW_REPEAT = 8
 
 
 def build_module(seed: int, extra_layers: int = 0):
     """The tf.Module; extra_layers > 0 adds a 128 -> 2048 -> ... -> 2048 -> 128 stack of relu
-    layers (extra_layers + 1 matmuls): a deliberately slower model for the regression gate."""
+    layers, its 2048x2048 middle run SLOW_REPEAT times over (the same weights: the work grows, the
+    export does not): a deliberately much slower model for the regression gate."""
     import tensorflow as tf
 
     w1, b1, w2, b2 = seeded_weights(seed)
@@ -60,7 +62,10 @@ def build_module(seed: int, extra_layers: int = 0):
         @tf.function(input_signature=[tf.TensorSpec([None, INPUT_DIM], tf.float32, name="x")])
         def serve(self, x):
             h = tf.nn.relu(tf.matmul(x, self.w1) + self.b1)
-            for w in self.extra:
+            for i, w in enumerate(self.extra):
+                square = 0 < i < len(self.extra) - 1
+                for _ in range(SLOW_REPEAT - 1 if square else 0):
+                    h = tf.nn.relu(tf.matmul(h, w))
                 h = tf.nn.relu(tf.matmul(h, w))
             return {"probabilities": tf.nn.softmax(tf.matmul(h, self.w2) + self.b2)}
 

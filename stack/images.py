@@ -26,8 +26,17 @@ from stack.venvs import home, run_or_raise, uv_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
-EXPORTER_PIP = ["prometheus-client==0.26.0", "nvidia-ml-py==13.615.71", "psutil==7.2.2", "docker==7.2.0",
-                "pyyaml==6.0.4"]
+def group_pins(group: str) -> list:
+    """The locked pins of one dependency group of pyproject.toml (what that component's image needs),
+    never repeated here by hand."""
+    proc = subprocess.run([uv_binary(), "export", "--frozen", "--only-group", group, "--no-hashes",
+                           "--no-header", "--no-annotate"], cwd=ROOT, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ImageError(f"uv export --only-group {group} failed: {proc.stderr.strip()[-200:]}")
+    return [ln.strip() for ln in proc.stdout.splitlines() if ln.strip() and not ln.startswith(("#", "-"))]
+
+
+
 SITE = "/opt/tfsb/site"
 USER_ID = 10001
 MODEL_SERVER = """#!/bin/sh
@@ -112,7 +121,7 @@ def build_base(log=print) -> str:
         shutil.copy2(prometheus, rootfs / "bin" / "prometheus")
         (rootfs / "prometheus").mkdir()
         os.chown(rootfs / "prometheus", 65534, 65534)  # prom/prometheus runs as nobody too
-    return _build("tfsb-offline/base:local", ["exporter"], EXPORTER_PIP, [], extra, log)
+    return _build("tfsb-offline/base:local", ["exporter"], group_pins("exporter"), [], extra, log)
 
 
 def build_tfserving(version_name: str | None = None, log=print) -> str:

@@ -26,7 +26,7 @@ def service(version_name: str) -> str:
 def generate(versions: list, runtime: str = "local", sla_rules: str | None = None,
              interval: str = f"{SCRAPE_INTERVAL_S:g}s") -> dict:
     if runtime == "docker":
-        prom_dir = "/etc/prometheus"
+        prom_dir = ""  # relative: Prometheus resolves rule files from its config's directory
         tf = None  # file_sd: `make up` lists the versions it started (stack/docker_runtime.py)
         exporter, loadgen, self_ = ["exporter:9400"], "/etc/tfsb-targets/loadgen-*.json", ["localhost:9090"]
     else:
@@ -35,7 +35,8 @@ def generate(versions: list, runtime: str = "local", sla_rules: str | None = Non
         exporter = [f"127.0.0.1:{ports.port(ports.EXPORTER)}"]
         loadgen = str(loadgen_targets_dir() / "loadgen-*.json")
         self_ = [f"127.0.0.1:{ports.port(ports.PROMETHEUS)}"]
-    rule_files = [f"{prom_dir}/{r}" for r in RULES] + [sla_rules or f"{prom_dir}/rules/sla.rules.yml"]
+    where = (prom_dir + "/") if prom_dir else ""
+    rule_files = [f"{where}{r}" for r in RULES] + [sla_rules or f"{where}rules/sla.rules.yml"]
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": "5s",
                    "external_labels": {"stack": "tfserving-bench"}},
