@@ -15,7 +15,7 @@ BREAKDOWN = ["client_ms", "transport_ms", "server_ms", "frontend_ms", "queue_ms"
 # Compared with the baseline: (figure, higher is better, test)
 COMPARED = [("achieved_qps", True, stats.welch), ("p99_ms", False, stats.mann_whitney)] + \
            [(b, False, stats.welch) for b in BREAKDOWN]
-DESCRIBED = ["rows_per_s", "efficiency", "p50_ms", "p90_ms", "error_ratio", "rss_mib", "gpu_mib", "cpu_s_per_1k"]
+DESCRIBED = ["rows_per_s", "efficiency", "p50_ms", "p90_ms", "p95_ms", "error_ratio", "rss_mib", "gpu_mib", "cpu_s_per_1k"]
 
 
 def ceiling_values(run: dict, version: str, rows: int) -> list:
@@ -29,7 +29,7 @@ def cell_values(cell: dict, prom: dict, ceiling_mean: float | None) -> dict:
     cpu, b = prom.get("cpu_seconds"), cell.get("breakdown") or {}
     return {"achieved_qps": st["achieved_qps"], "rows_per_s": rows_per_s,
             "efficiency": rows_per_s / ceiling_mean if ceiling_mean else None,
-            "p50_ms": lat.get("p50"), "p90_ms": lat.get("p90"), "p99_ms": lat.get("p99"),
+            "p50_ms": lat.get("p50"), "p90_ms": lat.get("p90"), "p95_ms": lat.get("p95"), "p99_ms": lat.get("p99"),
             **{k: b.get(k) for k in BREAKDOWN}, "error_ratio": st["error_ratio"],
             "rss_mib": prom["rss_bytes"] / 2**20 if prom.get("rss_bytes") is not None else None,
             "gpu_mib": prom["gpu_bytes"] / 2**20 if prom.get("gpu_bytes") is not None else None,

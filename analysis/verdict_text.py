@@ -101,7 +101,8 @@ def notes(rep: dict) -> list:
     if invalid:
         out.append(f"> **{len(invalid)} invalid window(s)** (generator saturated, send lag, too few requests or "
                    "server unreachable): see the reconciliation list below.")
-    bad = [c for c in rep["crosscheck"] if not (c["client_vs_server"]["ok"] and c["server_vs_prometheus"]["ok"])]
+    bad = [c for c in rep["crosscheck"] if not c["client_vs_server"]["ok"] or (
+        not c["server_vs_prometheus"]["ok"] and c["server_vs_prometheus"]["prometheus"] is not None)]
     if bad:
         out.append(f"> **Counts disagree in {len(bad)} window(s)**: something else talked to a server, or a request "
                    "was lost; see below.")

@@ -118,13 +118,28 @@ def up(versions: list, registry, without: tuple = (), log=print) -> dict:
     return {"versions": names, "services": services}
 
 
+def _client():
+    from stack.runtime import docker_client
+
+    client = docker_client()
+    if client is None:
+        raise DockerError("no docker engine answers (docker info); start dockerd or use RUNTIME=local")
+    return client
+
+
+def _containers(svc: str | None = None) -> list:
+    """The project's containers (of one compose service), through the docker SDK."""
+    labels = [f"com.docker.compose.project={project()}"] + ([f"com.docker.compose.service={svc}"] if svc else [])
+    return _client().containers.list(all=True, filters={"label": labels})
+
+
 def container_health(svc: str) -> str:
-    cid = compose("ps", "-q", svc, check=False).stdout.strip()
-    if not cid:
+    found = _containers(svc)
+    if not found:
         return "missing"
-    out = subprocess.run(["docker", "inspect", "-f", "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}"
-                          "{{end}}", cid], capture_output=True, text=True)
-    return out.stdout.strip() or "missing"
+    state = found[0].attrs.get("State", {})
+    health = (state.get("Health") or {}).get("Status", "")
+    return f"{state.get('Status', 'missing')} {health}".strip()
 
 
 def wait_healthy(services: list, timeout_s: float = 300, log=print) -> None:
@@ -151,7 +166,6 @@ def down(volumes: bool = False) -> None:
 
 def status() -> list:
     """(service, state) for the project's containers and for every version `up` started."""
-    out = subprocess.run(["docker", "ps", "-a", "--filter", f"label=com.docker.compose.project={project()}",
-                          "--format", '{{.Label "com.docker.compose.service"}}'], capture_output=True, text=True)
-    services = out.stdout.split() + [service(n) for n in targeted_versions()]
+    services = [c.labels.get("com.docker.compose.service", "") for c in _containers()] + \
+        [service(n) for n in targeted_versions()]
     return [(svc, container_health(svc)) for svc in dict.fromkeys(services)]

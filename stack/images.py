@@ -80,7 +80,18 @@ def _code_digest(parts: list, pins: list) -> str:
 
 
 def _image_exists(ref: str) -> bool:
-    return subprocess.run(["docker", "image", "inspect", ref], capture_output=True).returncode == 0
+    import docker
+
+    from stack.runtime import docker_client
+
+    client = docker_client()
+    if client is None:
+        raise ImageError("no docker engine answers (docker info): start dockerd to build the images")
+    try:
+        client.images.get(ref)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
 
 
 def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: str = "") -> str:
@@ -106,6 +117,8 @@ def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: s
             f.write(f"tfsb:x:{USER_ID}:{USER_ID}:tfserving-bench:/app:/usr/sbin/nologin\n")
         extra(rootfs)
         log(f"images: docker import {tag}")
+        # The docker CLI, not the SDK: `docker import -` streams the rootfs from tar's pipe, while the
+        # SDK's import_image wants the whole tarball in memory or on disk (hundreds of MB, once more).
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
         _run_image(["docker", "import", "-c", f"ENV PYTHONPATH={SITE}:/app", "-c", "WORKDIR /app",
                     "-c", f"USER {USER_ID}", "-", tag], "docker import", stdin=tar.stdout)

@@ -1,17 +1,22 @@
 """Which runtime `make up` uses: docker when an engine answers, else local."""
 from __future__ import annotations
 
-import shutil
-import subprocess
+
+
+def docker_client(timeout: float = 10):
+    """The docker SDK's client of the local engine, or None when no engine answers."""
+    try:
+        import docker
+
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+        return client
+    except Exception:  # noqa: BLE001 - no SDK, no socket, no engine: all mean "no docker here"
+        return None
 
 
 def docker_available() -> bool:
-    if not shutil.which("docker"):
-        return False
-    try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    return docker_client() is not None
 
 
 def pick_runtime(requested: str) -> str:

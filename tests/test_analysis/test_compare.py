@@ -99,14 +99,17 @@ def test_report_tables_stats_and_crosscheck(run):
 def test_html_report_renders_offline_in_chromium(run, tmp_path):
     _, d, _ = run
     page = (d / "report.html").read_text()
-    assert page.count("<svg") == 5  # QPS vs P99, CDF, and three dashboard-query charts
+    assert page.count("<svg") == 5  # QPS and TF runtime bars, the breakdown, QPS vs P99, the CDF
+    answer = page.split("<h2>")[0]  # the answer first: sentences before any table
+    assert f"{TEST_VERSIONS[1]} vs {TEST_VERSIONS[0]}" in answer and "<table" not in answer
+    assert page.count("<table") >= 3 and "<pre" not in page  # real tables, not Markdown in a <pre>
     assert "<script" not in page and "<link" not in page and "src=" not in page  # nothing to fetch: offline
     chromium = shutil.which("chromium")
     assert chromium, "chromium missing: `make setup` installs Debian's chromium"
     shot = tmp_path / "report.png"
     proc = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                           f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,2400",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1400,2600",
                            "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", f"file://{d / 'report.html'}"],
                           capture_output=True, text=True, timeout=120)
     assert shot.exists(), proc.stderr[-2000:]

@@ -11,7 +11,7 @@ import aiohttp
 import grpc
 import pytest
 import requests
-from servers import CONFIGS, TEST_VERSIONS, start_modelserver
+from servers import TEST_VERSIONS, start_modelserver
 from tensorflow.core.example import example_pb2
 from tensorflow_serving.apis import (classification_pb2, inference_pb2, model_management_pb2, model_service_pb2_grpc,
                                      prediction_service_pb2_grpc, regression_pb2)
