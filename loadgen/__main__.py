@@ -24,12 +24,32 @@ machine, benchmarks/loadgen.py) is on the critical path at low concurrency; ever
 run's cost when it is 10% of p50 or more."""
 
 
+def _merge(args) -> int:
+    import json
+
+    from loadgen.app import exit_code
+    from loadgen.merge import merge
+    from loadgen.summary import print_table, write_json_atomic
+
+    merged = merge(args.summaries)
+    if args.out == "-":
+        print(json.dumps({k: v for k, v in merged.items() if k != "raw"}, indent=1, default=str))
+    else:
+        write_json_atomic(args.out, merged)
+        print_table(merged)
+        print(f"merged {merged['merged_from']} shard summaries: {args.out}")
+    return exit_code(merged)
+
+
 def main(argv=None) -> int:
     p = _Parser(prog="python -m loadgen", description="load generator for TF Serving")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a scenario: closed loop, open loop, or a step ramp", epilog=EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     add_load_flags(run)
+    merge = sub.add_parser("merge", help="merge the summaries of a run's shards into one, exactly")
+    merge.add_argument("summaries", nargs="+", help="the shards' summary JSON files")
+    merge.add_argument("--out", default="-", help="where the merged summary goes (default: stdout)")
     search = sub.add_parser("search", help="find the maximum stable QPS under an SLA (bisection over rates)")
     add_load_flags(search)
     search.add_argument("--sla-p99", default="50ms", help="P99 bound of a stable rate (default 50ms)")
@@ -40,6 +60,8 @@ def main(argv=None) -> int:
     search.add_argument("--max-probes", type=int, default=10)
     args = p.parse_args(argv)
     try:
+        if args.cmd == "merge":
+            return _merge(args)
         s = scenario_from_args(args)
         if args.cmd == "run":
             return execute(s, quiet=args.quiet, summary_json=args.summary_json, csv_path=args.csv,

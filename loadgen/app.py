@@ -74,8 +74,8 @@ async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics
     handle = None
     if metrics and s.metrics_port:
         try:
-            handle = serve_metrics(LoadgenCollector(rec, live, lambda: runner.drivers.values()), s.metrics_port,
-                                   s.metrics_addr, s.run_id)
+            handle = serve_metrics(LoadgenCollector(rec, live, lambda: runner.drivers.values(), tuple(s.shard)),
+                                   s.metrics_port, s.metrics_addr, s.run_id)
         except OSError as e:
             raise RunError(f"cannot serve /metrics on {s.metrics_addr}:{s.metrics_port}: {e.strerror}") from None
     # Everything allocated so far (imports, payloads, histograms) lives for the whole run: freeze it,

@@ -54,12 +54,48 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     a("--metrics-addr", default=os.environ.get("BIND", "127.0.0.1"), help="/metrics address (default: %(default)s)")
     a("--linger", help="keep /metrics up this long after the run, for a last scrape (default: 0s)")
     a("--workers", type=int, help="processes, one event loop each; histograms merge exactly (default: 1)")
+    a("--shard", help="I/N: send share I of N (a disjoint slice of the seeded open-loop schedule, or 1/N of the "
+                      "concurrency); I defaults to $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job). Merge the "
+                      "shards' summaries with `python -m loadgen merge`")
     a("--run-id", help="names the results directory (default: the date and time)")
     a("--out", help="summary JSON path (default: $TFSB_RESULTS or results/, then <run-id>/loadgen.json)")
     a("--summary-json", metavar="PATH", default="", help="'-': the summary JSON on stdout (the table on stderr)")
     a("--csv", metavar="PATH", default="", help="per-second history: rate, errors, latency percentiles so far")
     a("--latency", action="store_true", help="print the full latency percentile spectrum (as wrk2 --latency)")
     a("--quiet", action="store_true", help="no live progress display (also off when stderr is not a terminal)")
+
+
+def parse_shard(text: str) -> tuple:
+    """"2/3" -> (2, 3); "3" or "/3" -> ($JOB_COMPLETION_INDEX, 3)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d*)\s*/?\s*(\d+)\s*", text)
+    if not m or (not m.group(1) and "/" not in text and not text.strip().isdigit()):
+        raise ScenarioError(f"--shard: expected I/N, e.g. 0/3, got {text!r}")
+    index, count = m.group(1), int(m.group(2))
+    if not index:
+        index = os.environ.get("JOB_COMPLETION_INDEX", "")
+        if not index.isdigit():
+            raise ScenarioError("--shard N needs I/N, or JOB_COMPLETION_INDEX set (a Kubernetes Indexed Job)")
+    if count < 1 or not 0 <= int(index) < count:
+        raise ScenarioError(f"--shard: index must be in 0..{count - 1}, got {text!r}")
+    return int(index), count
+
+
+def apply_shard(s, shard: tuple) -> None:
+    """This process's share of the load: 1/N of an open-loop rate (its slice of the one seeded schedule,
+    so the seed stays) or of the closed-loop concurrency (the first shards take the remainder)."""
+    from loadgen.workers import _share
+
+    i, n = shard
+    s.shard = (i, n)
+    if n == 1:
+        return
+    closed = s.load.mode == "closed"
+    s.load.concurrency = max(1, _share(s.load.concurrency, n, i, True))
+    s.load.rate = s.load.rate / n
+    s.load.steps = [max(1, _share(x, n, i, True)) if closed else x / n for x in s.load.steps]
+    s.load.min_requests = max(1, s.load.min_requests // n)
 
 
 def _ms(value, field) -> float:
@@ -137,6 +173,8 @@ def scenario_from_args(args) -> Scenario:
         s.run_id = check_name(args.run_id or s.run_id or new_run_id(), "run id")
     except ValueError as e:
         raise ScenarioError(str(e)) from None
+    if args.shard:
+        apply_shard(s, parse_shard(args.shard))
     s.out = args.out or s.out or str(run_dir(s.run_id) / "loadgen.json")
     if not args.scenario:
         s.name = "cli"

@@ -21,10 +21,19 @@ _LE = [repr(b) for b in BOUNDS] + ["+Inf"]
 
 
 class LoadgenCollector:
-    def __init__(self, rec, live, drivers_fn):
+    def __init__(self, rec, live, drivers_fn, shard: tuple = (0, 1)):
         self.rec, self.live, self.drivers_fn = rec, live, drivers_fn
+        self.shard = str(shard[0]) if shard[1] > 1 else ""
 
     def collect(self):
+        """Every family, each sample labelled with its shard when the load is split over processes
+        (Prometheus sums the shards' histograms and counters by version)."""
+        for fam in self._collect():
+            if self.shard:
+                fam.samples = [smp._replace(labels={**smp.labels, "shard": self.shard}) for smp in fam.samples]
+            yield fam
+
+    def _collect(self):
         dur = HistogramMetricFamily("loadgen_request_duration_seconds", "Client-side request latency; open loop "
                                     "measures from the intended send time.", labels=["version", "protocol", "phase",
                                                                                     "outcome"])

@@ -88,8 +88,11 @@ class Runner:
                                    for n, d in self.drivers.items()))
         else:
             live.offered = {n: float(level) for n in self.drivers}
+            # A shard draws the whole schedule (level is the total rate) and sends its slice of it.
+            total = float(level) * self.s.shard[1]
             await asyncio.gather(*(self._open(d, phases[n], schedule.chunks(
-                self.s.load.mode, float(level), seconds, self.s.load.seed + index), t0, (name, n), seconds)
+                self.s.load.mode, total, seconds, self.s.load.seed + index, tuple(self.s.shard)), t0, (name, n),
+                seconds)
                 for n, d in self.drivers.items()))
         elapsed = time.perf_counter() - t0
         cpu = (time.process_time() - cpu0) / max(elapsed, 1e-9)

@@ -119,6 +119,7 @@ class Scenario:
     linger: float = 0.0
     workers: int = 1
     out: str = ""
+    shard: tuple = (0, 1)  # (index, count): this process's share of a load split over processes or pods
 
     def phases(self) -> list:
         """[(phase name, seconds, rate or concurrency)], warmup first; excluded from results."""

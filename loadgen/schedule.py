@@ -21,9 +21,18 @@ def check_rate(rate: float, field: str = "rate") -> float:
     return rate
 
 
-def chunks(mode: str, rate: float, seconds: float, seed: int) -> Iterator[np.ndarray]:
+def chunks(mode: str, rate: float, seconds: float, seed: int, shard: tuple = (0, 1)) -> Iterator[np.ndarray]:
     """Send offsets in seconds from the phase start, ascending, in chunks of at most CHUNK:
-    constant spacing, or Poisson (exponential gaps, the first arrival at 0)."""
+    constant spacing, or Poisson (exponential gaps, the first arrival at 0). shard (i, n): only the
+    arrivals whose place in the whole schedule is i modulo n, so n shards drawing with the same seed
+    send, together, exactly the one schedule of the whole rate."""
+    i, n = shard
+    if n > 1:
+        start = 0
+        for c in chunks(mode, rate, seconds, seed):
+            yield c[(np.arange(start, start + len(c)) % n) == i]
+            start += len(c)
+        return
     check_rate(rate)
     if int(rate * seconds) <= 0:  # less than one request in the window: none
         return
