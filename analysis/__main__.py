@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import re
 import sys
 import time
 
@@ -37,24 +39,43 @@ def _check_rows_fit_batches(settings) -> None:
                              "monitoring_configs/batching.config; use BATCHING=off or fewer rows")
 
 
+def _external(a, reg):
+    """Servers and a Prometheus started elsewhere (TARGETS, PROMETHEUS): an ExternalServing."""
+    from stack.serving import ExternalServing, parse_targets
+
+    if not a.prometheus:
+        raise ValueError("TARGETS needs PROMETHEUS=http://host:9090: the Prometheus that scrapes those servers "
+                         "with a `version` label equal to each TARGETS name")
+    if not re.fullmatch(r"https?://[\w.\-]+(:\d{1,5})?(/\S*)?", a.prometheus):
+        raise ValueError(f"PROMETHEUS must be an http(s) URL, got {a.prometheus!r}")
+    return ExternalServing(parse_targets(a.targets), a.prometheus, reg, a.model or None, a.model_name)
+
+
 def _compare(a, reg, versions, log=print) -> int:
+    from analysis import plan
     from analysis.compare import run_compare
     from analysis.report import write
     from stack import placement
     from stack.runtime import pick_runtime
     from stack.serving import LocalServing
 
-    settings = settings_from(a, versions)
-    _check_rows_fit_batches(settings)
-    runtime = pick_runtime(a.runtime)
-    if runtime != "local":
-        raise ValueError("compare brings its servers up in the local runtime; for servers started otherwise "
-                         "(docker, a cluster) give their addresses: TARGETS=\"2.9=grpc://host:8500 ...\"")
-    place = placement.plan(None, placement.isolate_from_env())
-    serving = LocalServing(reg, versions, a.model or None, cpus=place.servers if place.isolated else None, log=log)
+    if getattr(a, "targets", ""):
+        serving, runtime = _external(a, reg), "external"
+        settings = dataclasses.replace(settings_from(a, serving.servers), batching=(None,))
+        place = dataclasses.replace(placement.plan(None, False), reason="servers started elsewhere (TARGETS)")
+    else:
+        settings = settings_from(a, versions)
+        _check_rows_fit_batches(settings)
+        runtime = pick_runtime(a.runtime)
+        if runtime != "local":
+            raise ValueError("compare brings its servers up in the local runtime; for servers started otherwise "
+                             "(docker, a cluster) give their addresses: TARGETS=\"2.9=grpc://host:8500,rest://host:8501"
+                             " ...\" PROMETHEUS=http://host:9090")
+        place = placement.plan(None, placement.isolate_from_env())
+        serving = LocalServing(reg, versions, a.model or None, cpus=place.servers if place.isolated else None, log=log)
     t0 = time.time()
     log(f"compare {' '.join(settings.versions)}: profile {settings.profile.name}, {settings.repeat} repeats, rows "
-        f"{'/'.join(map(str, settings.rows))}, batching {'/'.join('on' if b else 'off' for b in settings.batching)}, "
+        f"{'/'.join(map(str, settings.rows))}, batching {'/'.join(map(plan.batching_name, settings.batching))}, "
         f"{'/'.join(settings.protocols)}, SLA P99 {settings.sla_p99_ms:g} ms, runtime {runtime}; "
         + ("client on cores " + placement.Placement.cpuset(place.client) + ", servers on "
            + placement.Placement.cpuset(place.servers) if place.isolated else f"not isolated: {place.reason}"))
@@ -132,7 +153,7 @@ def cmd_query(a) -> int:
         raise ValueError(f"run {a.run} has no measurement yet")
     start, end = min(starts), max(ends)
     expr = a.promql.replace("$window", f"{max(1, int(end - start))}s")
-    for r in promql.instant(expr, end):
+    for r in promql.instant(expr, end, run["config"].get("prometheus")):
         labels = ",".join(f'{k}="{v}"' for k, v in sorted(r["metric"].items()))
         print(f"{{{labels}}} {r['value'][1]}")
     return 0
@@ -181,6 +202,13 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compare", help="the whole protocol, repeated, with a report")
     c.add_argument("--versions", default=os.environ.get("VERSIONS", "2.9 2.21"), help="baseline first")
+    c.add_argument("--targets", default=os.environ.get("TARGETS", ""),
+                   help='servers started elsewhere, baseline first: "2.9=grpc://h:8500,rest://h:8501 2.21=..." '
+                        "(then --versions is ignored and nothing is started)")
+    c.add_argument("--prometheus", default=os.environ.get("PROMETHEUS", ""),
+                   help="with --targets: the Prometheus scraping them, each with version=<its TARGETS name>")
+    c.add_argument("--model-name", default=os.environ.get("MODEL_NAME", "my_model"),
+                   help="with --targets: the model they serve (default: %(default)s)")
     cal = sub.add_parser("calibrate", help="A/A: a version against a second server of itself; every verdict "
                                            "must read 'no significant difference'")
     cal.add_argument("--version", default=os.environ.get("VERSION", "2.21"))

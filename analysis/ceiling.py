@@ -43,8 +43,8 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
             continue
         python, model_dir = serving.ceiling_command(s)
         if python is None:
-            done[s.name] = {"skipped": "no local runtime of this version: the ceiling is not measured"}
-            log(f"  ceiling {s.name}: skipped (no local runtime of its TensorFlow)")
+            done[s.name] = {"skipped": model_dir or "no local runtime of this version"}
+            log(f"  ceiling {s.name}: not measured ({done[s.name]['skipped']})")
         else:
             got = measure_one(python, model_dir, rows, windows, window_s, getattr(serving, "cpus", None))
             done[s.name] = got

@@ -34,7 +34,7 @@ def wait_scraped(prom: str, names: list, timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            up = {r["metric"].get("version") for r in query(prom, 'up{job="tfserving"} == 1')}
+            up = {r["metric"].get("version") for r in query(prom, 'up{version!=""} == 1')}
         except OSError:
             up = set()
         if set(names) <= up:
@@ -102,7 +102,7 @@ def measure_cell(c: dict, server, settings: Settings, run_id: str, payload: byte
 def _describe(c: dict, m: dict) -> str:
     st, b = m["client"], m["breakdown"] or {}
     tf = f", TF {b['runtime_ms']:.2f} ms of {st['latency_ms'].get('avg', 0):.2f}" if b.get("runtime_ms") else ""
-    return (f"{'batching' if c['batching'] else 'no batching'} {c['rows']} rows {c['protocol']} {c['mode']} "
+    return (f"batching {plan.batching_name(c['batching'])} {c['rows']} rows {c['protocol']} {c['mode']} "
             f"{c['level']:g} {c['version']}: {st['achieved_qps']:.0f} req/s, p99 {st['latency_ms'].get('p99', 0):.2f} ms"
             + tf + ("" if m["valid"] else "  (invalid: " + "; ".join(st["invalid_reasons"]) + ")")
             + (f"  ({m['server_error']})" if m["server_error"] else ""))
@@ -111,6 +111,7 @@ def _describe(c: dict, m: dict) -> str:
 def new_run(run_id: str, settings: Settings, serving, runtime: str, model, placement) -> dict:
     return {"run_id": run_id, "status": "running", "created": time.time(),
             "config": {**settings.as_dict(), "runtime": runtime, "model": model or "example",
+                       "prometheus": getattr(serving, "prometheus_url", None),  # None: the stack's own
                        "servers": {s.name: {"tensorflow": s.tensorflow, "rest": f"{s.host}:{s.rest}",
                                             "grpc": f"{s.host}:{s.grpc}"} for s in serving.servers}},
             "placement": placement.as_dict(), "environment": runstore.environment(serving.servers, runtime),
@@ -145,7 +146,7 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
         t0 = time.time()
         serving.up(batching)
         _busy(run, by_name, t0)
-        for s in serving.servers if batching == settings.batching[0] else []:
+        for s in serving.servers if batching == settings.batching[0] and serving.kind == "local" else []:
             if s.name not in run["cold_start"]:
                 t0 = time.time()
                 run["cold_start"][s.name] = cs = serving.cold_start(s, batching)
@@ -183,7 +184,7 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
 def _search_keys(settings: Settings, batching: bool) -> list:
     if settings.profile.search_probes <= 0:
         return []
-    return [(f"{'on' if batching else 'off'}/{rows}/{proto}/{name}", name, proto, rows)
+    return [(f"{plan.batching_name(batching)}/{rows}/{proto}/{name}", name, proto, rows)
             for name in settings.versions for proto in settings.protocols for rows in settings.rows]
 
 
@@ -198,7 +199,7 @@ def _search(run, settings: Settings, serving, by_name, batching: bool, payloads,
         s = scenario(server, proto, "poisson", p.search_low, p, run_id, rows, settings.sla_p99_ms)
         s.load.duration, s.metrics_port = p.search_window_s, 0
         s._sla_p99_ms, s._sla_errors = settings.sla_p99_ms, 0.01
-        log(f"  max stable QPS of {name}/{proto}, {rows} rows, batching {'on' if batching else 'off'} "
+        log(f"  max stable QPS of {name}/{proto}, {rows} rows, batching {plan.batching_name(batching)} "
             f"(P99 <= {settings.sla_p99_ms:g} ms, errors < 1%):")
         payload = payloads.get((name, proto, rows)) or build_payloads(s)[s.targets[0].name]
         t0 = time.time()

@@ -19,7 +19,7 @@ PROTOCOLS = {"rest": ["rest"], "grpc": ["grpc"], "both": ["rest", "grpc"]}
 class Settings:
     versions: tuple          # server names, baseline first
     rows: tuple              # rows per request
-    batching: tuple          # (True,), (False,) or (True, False)
+    batching: tuple          # (True,), (False,) or (True, False); (None,): as deployed (external servers)
     protocols: tuple
     profile: Profile
     repeat: int
@@ -77,8 +77,13 @@ def cells(s: Settings) -> list:
     return out
 
 
+def batching_name(b) -> str:
+    """on / off, or "deployed" for servers something else started (their batching is theirs)."""
+    return "deployed" if b is None else ("on" if b else "off")
+
+
 def key(c: dict) -> str:
-    return (f"{'on' if c['batching'] else 'off'}/{c['rows']}/{c['repeat']}/{c['protocol']}/{c['mode']}/"
+    return (f"{batching_name(c['batching'])}/{c['rows']}/{c['repeat']}/{c['protocol']}/{c['mode']}/"
             f"{c['level']}/{c['version']}")
 
 

@@ -65,22 +65,31 @@ def counter_samples(metric: str, version: str, start: float, end: float, url: st
     span = max(1, math.ceil(end - start))
     try:
         res = instant(f'{metric}{{version="{version}"}}[{span}s]', end, url)
+        up = instant(f'up{{version="{version}"}}[{span}s]', end, url)
     except (OSError, ValueError):
         return None
     sums: dict = {}
     for r in res:  # the series of one target are scraped together: equal timestamps
         for t, val in r["values"]:
             sums[round(float(t), 3)] = sums.get(round(float(t), 3), 0.0) + float(val)
+    # A labelled counter has no series until its first increment (TF Serving's too): a successful
+    # scrape before the first sample means zero requests so far, not a hole.
+    first = min(sums, default=math.inf)
+    for r in up:
+        for t, val in r["values"]:
+            if float(val) == 1 and round(float(t), 3) < first:
+                sums[round(float(t), 3)] = 0.0
     return sorted(sums.items())
 
 
 def scrape_gaps(start: float, end: float, interval_s: float = 2.0, url: str | None = None) -> list | None:
-    """Stretches of [start, end] where Prometheus stored none of its own `up` samples (it was down,
-    restarted or not scraping): [[from, to], ...], each longer than three scrape intervals.
+    """Stretches of [start, end] where Prometheus stored no `up` sample of a model server (it was down,
+    restarted or not scraping): [[from, to], ...], each longer than three scrape intervals. The model
+    servers' own targets, so this works with any Prometheus (the stack's, or a cluster's).
     Raw samples, not a range query: the 5-minute lookback would paper over a gap. None: unknown."""
     span = max(1, math.ceil(end - start))
     try:
-        res = instant(f'up{{job="prometheus"}}[{span}s]', end, url)
+        res = instant(f'up{{version!=""}}[{span}s]', end, url)
     except (OSError, ValueError):
         return None
     stamps = sorted(float(t) for r in res for t, _ in r["values"])

@@ -16,7 +16,7 @@ from loadgen.summary import write_json_atomic
 from stack.procs import write_atomic
 
 
-def checks(run: dict) -> list:
+def checks(run: dict, url: str | None = None) -> list:
     """The reconciliation of every cell: client vs server (exact), server vs Prometheus."""
     activity = reconcile.activity_by_server(run)
     samples: dict = {}
@@ -26,7 +26,7 @@ def checks(run: dict) -> list:
         if v not in samples:
             spans = activity.get(v, [])
             start, end = min(a for a, _ in spans) - 60, max(b for _, b in spans) + 60
-            samples[v] = promql.counter_samples(":tensorflow:serving:request_count", v, start, end)
+            samples[v] = promql.counter_samples(":tensorflow:serving:request_count", v, start, end, url)
         out.append({"cell": k, "valid": cell["valid"], "client_vs_server": reconcile.client_vs_server(cell),
                     "server_vs_prometheus": reconcile.server_vs_prometheus(cell, samples[v], activity.get(v, []))})
     return out
@@ -34,12 +34,13 @@ def checks(run: dict) -> list:
 
 def build(run_id: str, log=print) -> dict:
     run = runstore.load(run_id)
-    prom = {k: promql.window(cell) for k, cell in run["cells"].items()}
+    url = run["config"].get("prometheus")  # an external compare's Prometheus; None: the stack's own
+    prom = {k: promql.window(cell, url) for k, cell in run["cells"].items()}
     built = rows_mod.build(run, prom)
     window = [min((c["warmup_start"] for c in run["cells"].values()), default=run["created"]),
               max((c["end"] for c in run["cells"].values()), default=time.time())]
-    gaps = promql.scrape_gaps(*window)
-    crosscheck = checks(run)
+    gaps = promql.scrape_gaps(*window, url=url)
+    crosscheck = checks(run, url)
     for check in crosscheck:
         cell = run["cells"][check["cell"]]
         check["in_gap"] = bool(gaps) and any(a < cell["end"] and cell["start"] < b for a, b in gaps)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+from analysis.plan import batching_name
 from analysis.rows import BREAKDOWN, COMPARED, DESCRIBED
 from analysis.verdict_text import fmt_pct, headline, notes
 
@@ -40,7 +41,7 @@ def _bucket(b) -> str:
 
 def load_name(r: dict) -> str:
     level = f"c{r['level']:g}" if r["mode"] == "closed" else f"{r['level']:g}/s"
-    return f"{'on' if r['batching'] else 'off'} | {r['rows_per_request']} | {r['protocol']} | {level}"
+    return f"{batching_name(r['batching'])} | {r['rows_per_request']} | {r['protocol']} | {level}"
 
 
 def markdown(rep: dict) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 
+from analysis.plan import batching_name
+
 
 def fmt_pct(x) -> str:
     return "n/a" if x is None else f"{x * 100:+.0f}%"
@@ -69,7 +71,7 @@ def headline(rep: dict) -> list:
             if None not in rss:
                 parts.append(f"memory {rss[0] - rss[1]:+.0f} MiB RSS")
             out.append(f"**{v} vs {base}, {nrows} row{'s' if nrows > 1 else ''} per request, {proto}, batching "
-                       f"{'on' if batching else 'off'}:** " + "; ".join(parts) + ".")
+                       f"{batching_name(batching)}:** " + "; ".join(parts) + ".")
     for c in rep["ceiling"]:
         d = c.get("vs_baseline")
         if not d or d.get("rel") is None:
@@ -89,11 +91,17 @@ def notes(rep: dict) -> list:
     """What a reader must know before trusting the figures: shared cores, invalid windows, holes."""
     out = []
     pl = rep.get("placement") or {}
-    if pl and not pl.get("isolated"):
+    if pl and not pl.get("isolated") and rep["config"].get("runtime") != "external":
         out.append(f"> **Client and servers share cores** ({pl.get('reason')}): end-to-end QPS and latency include "
                    "the load generator's own CPU time; the TF runtime and ceiling figures do not.")
     elif pl:
         out.append(f"> Placement: load generator on cores {pl['client']}, model servers on cores {pl['servers']}.")
+    if rep["config"].get("runtime") == "external":
+        out.append(f"> **Servers started elsewhere** (TARGETS), scraped by {rep['config'].get('prometheus')}: their "
+                   "batching is as deployed, no cold start was timed, and client and servers may not share a machine.")
+    for v, c in sorted((rep.get("_run") or {}).get("ceiling", {}).items()):
+        if "skipped" in c:
+            out.append(f"> TF ceiling of {v} not measured: {c['skipped']}.")
     if rep["status"] != "done":
         out.append(f"> **Partial run**: {len(rep['crosscheck'])} of {rep['planned']} measurements finished (the "
                    f"compare was interrupted); `make compare ... RUN={rep['run_id']}` resumes it.")

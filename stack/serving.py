@@ -112,3 +112,72 @@ class LocalServing:
         newest = max((d for d in base.iterdir() if re.fullmatch(r"[0-9]+", d.name) and (d / "saved_model.pb").exists()),
                      key=lambda d: int(d.name))
         return venv_python(ensure_venv(v, self.registry, log=lambda *_: None)), newest
+
+
+def parse_targets(text: str) -> list:
+    """Servers something else started: "2.9=grpc://host:8500,rest://host:8501 2.21=..." (a version's
+    addresses, comma-separated; metrics=http://host:port/path when it is not the REST port's default
+    /monitoring/prometheus/metrics). Names are labels: the report's rows and Prometheus' `version`."""
+    from stack.paths import check_name
+
+    servers = []
+    for item in text.split():
+        name, sep, spec = item.partition("=")
+        if not sep or not spec:
+            raise ValueError(f"TARGETS entry {item!r}: expected NAME=grpc://HOST:PORT[,rest://HOST:PORT]")
+        check_name(name, "TARGETS name")
+        found = {}
+        for part in spec.split(","):
+            m = re.fullmatch(r"(rest|grpc)://([\w.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})|metrics=(https?://\S+)", part)
+            if not m:
+                raise ValueError(f"TARGETS entry {item!r}: {part!r} is not rest://HOST:PORT, grpc://HOST:PORT or "
+                                 "metrics=http://...")
+            if m.group(4):
+                found["metrics"] = m.group(4)
+            else:
+                found[m.group(1)] = (m.group(2).strip("[]"), int(m.group(3)))
+        if "rest" not in found and "grpc" not in found:
+            raise ValueError(f"TARGETS entry {item!r} has no rest:// or grpc:// address")
+        host = (found.get("rest") or found["grpc"])[0]
+        rest = found.get("rest", (None, None))[1]
+        metrics = found.get("metrics") or (f"http://{found['rest'][0]}:{rest}/monitoring/prometheus/metrics"
+                                           if rest else "")
+        servers.append(Server(name, host, rest, found.get("grpc", (None, None))[1], metrics))
+    if len({s.name for s in servers}) != len(servers) or not servers:
+        raise ValueError(f"TARGETS must name each server once, got {text!r}")
+    return servers
+
+
+class ExternalServing:
+    """Servers and a Prometheus that something else started (another machine, a cluster's Services
+    through port-forwards or in-cluster): nothing is brought up, restarted or cold-started; their
+    batching is whatever they were deployed with. The TF ceiling is measured where the name is a
+    version of stack/versions.yaml (its local venv, on MODEL or the example model), else skipped."""
+
+    kind = "external"
+
+    def __init__(self, servers: list, prometheus_url: str, registry, model_path: str | None = None,
+                 model_name: str = "my_model"):
+        known = {n: v.tensorflow for n, v in registry.versions.items()}
+        self.servers = [dataclasses.replace(s, model=model_name, tensorflow=known.get(s.name, s.tensorflow))
+                        for s in servers]
+        self.prometheus_url, self.registry = prometheus_url.rstrip("/"), registry
+        self.model_path, self.model_name = model_path, model_name
+
+    def up(self, batching) -> None:
+        for s in self.servers:
+            if not s.metrics_url:
+                raise ValueError(f"TARGETS: {s.name} has no REST address nor metrics=URL: its counters (the "
+                                 "breakdown, the reconciliation) could not be read")
+
+    def monitoring(self, sla_p99_ms: float) -> str:
+        return self.prometheus_url
+
+    def ceiling_command(self, server: Server) -> tuple:
+        """As LocalServing's, or (None, why not)."""
+        if server.name not in self.registry.versions:
+            return None, f"{server.name} is not a version of stack/versions.yaml: no local runtime of its TensorFlow"
+        if self.model_name != "my_model" and not self.model_path:
+            return None, f"the servers serve {self.model_name}; give its export as MODEL to measure the ceiling"
+        return LocalServing(self.registry, [self.registry.get(server.name)], self.model_path,
+                            log=lambda *_: None).ceiling_command(server)

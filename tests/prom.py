@@ -14,8 +14,10 @@ from servers import free_port
 
 
 class Prometheus:
-    def __init__(self, tmp: Path, targets: dict, interval: str = "1s", rule_files: list = ()):
-        """targets: job name -> list of host:port (or (host:port, labels) pairs)."""
+    def __init__(self, tmp: Path, targets: dict, interval: str = "1s", rule_files: list = (),
+                 metrics_paths: dict | None = None):
+        """targets: job name -> list of host:port (or (host:port, labels) pairs); metrics_paths: job name ->
+        its path when not /metrics."""
         binary = shutil.which("prometheus")
         if not binary:
             raise RuntimeError("the prometheus binary is missing: run `make setup` (Debian package prometheus)")
@@ -24,7 +26,8 @@ class Prometheus:
         for job, addrs in targets.items():
             static = [{"targets": [a], "labels": {}} if isinstance(a, str) else {"targets": [a[0]], "labels": a[1]}
                       for a in addrs]
-            jobs.append({"job_name": job, "scrape_interval": interval, "static_configs": static})
+            jobs.append({"job_name": job, "scrape_interval": interval, "static_configs": static,
+                         "metrics_path": (metrics_paths or {}).get(job, "/metrics")})
         cfg = {"global": {"scrape_interval": interval, "evaluation_interval": interval},
                "rule_files": [str(r) for r in rule_files], "scrape_configs": jobs}
         self.config = tmp / "prometheus.yml"
