@@ -62,6 +62,7 @@ def _compare(a, reg, versions, log=print) -> int:
     if getattr(a, "targets", ""):
         serving, runtime = _external(a, reg), "external"
         settings = dataclasses.replace(settings_from(a, serving.servers), batching=(None,))
+        serving.check(settings.protocols)
         place = dataclasses.replace(placement.plan(None, False), reason="servers started elsewhere (TARGETS)")
     else:
         settings = settings_from(a, versions)

@@ -138,14 +138,19 @@ def parse_targets(text: str) -> list:
                 found[m.group(1)] = (m.group(2).strip("[]"), int(m.group(3)))
         if "rest" not in found and "grpc" not in found:
             raise ValueError(f"TARGETS entry {item!r} has no rest:// or grpc:// address")
-        host = (found.get("rest") or found["grpc"])[0]
+        # TF Serving serves its metrics on the REST port; with only a gRPC address, the port after it
+        # (8500 -> 8501, TF Serving's own pairing) unless metrics= says otherwise.
+        host, port = found["rest"] if "rest" in found else (found["grpc"][0], found["grpc"][1] + 1)
         rest = found.get("rest", (None, None))[1]
-        metrics = found.get("metrics") or (f"http://{found['rest'][0]}:{rest}/monitoring/prometheus/metrics"
-                                           if rest else "")
+        metrics = found.get("metrics") or f"http://{_url_host(host)}:{port}/monitoring/prometheus/metrics"
         servers.append(Server(name, host, rest, found.get("grpc", (None, None))[1], metrics))
     if len({s.name for s in servers}) != len(servers) or not servers:
         raise ValueError(f"TARGETS must name each server once, got {text!r}")
     return servers
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 class ExternalServing:
@@ -164,11 +169,25 @@ class ExternalServing:
         self.prometheus_url, self.registry = prometheus_url.rstrip("/"), registry
         self.model_path, self.model_name = model_path, model_name
 
-    def up(self, batching) -> None:
+    def check(self, protocols) -> None:
+        """Every server has an address for each protocol and answers on its metrics endpoint: said now,
+        before a run is recorded."""
+        from analysis import counters
+
         for s in self.servers:
-            if not s.metrics_url:
-                raise ValueError(f"TARGETS: {s.name} has no REST address nor metrics=URL: its counters (the "
-                                 "breakdown, the reconciliation) could not be read")
+            for p in protocols:
+                if not (s.rest if p == "rest" else s.grpc):
+                    raise ValueError(f"TARGETS: {s.name} has no {p}:// address; add one or choose PROTOCOL="
+                                     + ("grpc" if p == "rest" else "rest"))
+            try:
+                counters.read(s.metrics_url)
+            except OSError as e:
+                raise ValueError(f"TARGETS: cannot read the metrics of {s.name} at {s.metrics_url} "
+                                 f"({getattr(e, 'reason', e)}); is --monitoring_config_file set? "
+                                 "(or give metrics=URL)") from None
+
+    def up(self, batching) -> None:
+        """Nothing to bring up: they run as deployed."""
 
     def monitoring(self, sla_p99_ms: float) -> str:
         return self.prometheus_url

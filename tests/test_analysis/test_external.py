@@ -66,3 +66,12 @@ def test_report_reconciles_against_their_prometheus(external):
     md = (tmp / "results" / run_id / "report.md").read_text()
     assert "Servers started elsewhere" in md and "batching deployed" in md
     assert "TF ceiling of canary not measured" in md and "share cores" not in md
+
+
+def test_targets_syntax():
+    from stack.serving import parse_targets
+
+    a, b = parse_targets("2.9=grpc://h1:8500 new=rest://[::1]:8601,grpc://[::1]:8600,metrics=http://m:9/x")
+    assert (a.name, a.host, a.grpc, a.rest) == ("2.9", "h1", 8500, None)
+    assert a.metrics_url == "http://h1:8501/monitoring/prometheus/metrics"  # TF Serving's 8500/8501 pairing
+    assert (b.host, b.rest, b.grpc, b.metrics_url) == ("::1", 8601, 8600, "http://m:9/x")
