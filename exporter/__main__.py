@@ -2,7 +2,8 @@
 
 Needs, in a container: `pid: host` (to see the model servers' processes), the
 NVIDIA runtime (for NVML), and optionally the docker socket mounted read-only
-(to map containers to versions). Without a GPU it still serves the CPU fallback.
+(to map containers to versions); on Kubernetes, hostPID and a Role to list the pods of
+its namespace (to map pods to versions). Without a GPU it still serves the CPU fallback.
 """
 from __future__ import annotations
 
@@ -37,11 +38,13 @@ def docker_client(mode: str):
         return None
 
 
-def build_registry(nvml, state_dir, proc_root="/proc", docker=None, interval_s=0.1):
+def build_registry(nvml, state_dir, proc_root="/proc", docker=None, interval_s=0.1, pods=None):
     health = Health()
     source = NvmlSource(nvml, health.error)
     sampler = Sampler(source, interval_s).start()
-    attributor = Attributor(state_dir, proc_root, docker)
+    if pods is not None:
+        pods.on_error = health.error
+    attributor = Attributor(state_dir, proc_root, docker, pods=pods)
     registry = CollectorRegistry(auto_describe=False)
     for c in (GpuCollector(sampler, source, attributor, health), CpuFallbackCollector(attributor, health),
               SelfCollector(health)):
@@ -57,6 +60,9 @@ def main(argv=None) -> int:
     p.add_argument("--state-dir", default=str(ROOT / ".state" / "local"), help="local runtime pid files")
     p.add_argument("--proc-root", default="/proc")
     p.add_argument("--docker", choices=["auto", "on", "off"], default="auto")
+    p.add_argument("--kube", choices=["auto", "on", "off"], default="auto",
+                   help="attribute by pod labels (auto: inside a Kubernetes pod; needs NODE_NAME)")
+    p.add_argument("--kube-api", default="", help="API server URL instead of the in-cluster one (kubectl proxy)")
     p.add_argument("--nvml-module", default="pynvml", help="module with pynvml's API (tests inject a fake)")
     args = p.parse_args(argv)
     if args.sample_interval <= 0:
@@ -66,8 +72,10 @@ def main(argv=None) -> int:
     except ImportError as e:
         print(f"exporter: error: cannot import NVML module {args.nvml_module!r}: {e}", file=sys.stderr)
         return 2
+    from exporter import kube
+
     registry, sampler = build_registry(nvml, args.state_dir, args.proc_root, docker_client(args.docker),
-                                       args.sample_interval)
+                                       args.sample_interval, kube.from_env(args.kube, args.kube_api or None))
     try:
         server, thread = start_http_server(args.port, addr=args.bind, registry=registry)
     except OSError as e:

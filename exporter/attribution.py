@@ -3,7 +3,9 @@
 * local runtime: the model servers' pid files (.state/local/tf<version>/modelserver.pid)
   and, for servers started by hand, the `--version_label=<v>` on their command line;
 * docker runtime: /proc/<pid>/cgroup gives the container id (cgroup v1 and v2
-  forms), the docker API (read-only) gives its `tfsb.version` label or image tag.
+  forms), the docker API (read-only) gives its `tfsb.version` label or image tag;
+* Kubernetes: /proc/<pid>/cgroup gives the pod UID, the pod's `version` label says the rest
+  (exporter/kube.py).
 """
 from __future__ import annotations
 
@@ -26,10 +28,10 @@ def container_id_from_cgroup(text: str) -> str:
 
 class Attributor:
     def __init__(self, state_dir: str | Path | None, proc_root: str | Path = "/proc", docker_client=None,
-                 ttl_s: float = 1.0, clock=time.monotonic):
+                 ttl_s: float = 1.0, clock=time.monotonic, pods=None):
         self.state_dir = Path(state_dir) if state_dir else None
         self.proc = Path(proc_root)
-        self.docker = docker_client
+        self.docker, self.pods = docker_client, pods  # pods: a kube.PodVersions, or None
         self._containers = {}
         self._cgroups = {}   # pid -> container id (a process never changes container)
         self._servers, self._servers_at, self.ttl_s, self.clock = {}, -1e9, ttl_s, clock
@@ -64,7 +66,8 @@ class Attributor:
             if not args or not any(a == "modelserver" or a.endswith("tensorflow_model_server") for a in args[:4]):
                 continue
             label = next((a.split("=", 1)[1] for a in args if a.startswith("--version_label=")), "")
-            version = label or self._container_version(self.container_of(int(entry.name)))
+            version = label or self._container_version(self.container_of(int(entry.name))) or \
+                self._pod_version(int(entry.name))
             if version:
                 found[int(entry.name)] = version
         return found
@@ -93,8 +96,18 @@ class Attributor:
             self._containers[cid] = labels.get("tfsb.version") or (m.group(1) if m else "")
         return self._containers[cid]
 
+    def _pod_version(self, pid: int) -> str:
+        if self.pods is None:
+            return ""
+        from exporter.kube import pod_uid_from_cgroup
+
+        try:
+            return self.pods.version(pod_uid_from_cgroup((self.proc / str(pid) / "cgroup").read_text()))
+        except OSError:
+            return ""
+
     def attribute(self, pid: int, servers: dict | None = None) -> tuple:
         """(container id or "", version or "") for a pid."""
         servers = self.model_servers() if servers is None else servers
         cid = self.container_of(pid)
-        return cid[:12], servers.get(pid) or self._container_version(cid)
+        return cid[:12], servers.get(pid) or self._container_version(cid) or self._pod_version(pid)

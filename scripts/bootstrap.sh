@@ -10,6 +10,8 @@ missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
+# kubectl (its built-in kustomize) checks the Kubernetes manifests offline; any kubectl will do.
+command -v kubectl >/dev/null || missing+=(kubernetes-client)
 if ((${#missing[@]})); then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
     echo "bootstrap: installing Debian packages: ${missing[*]}"
