@@ -5,7 +5,7 @@ VERSIONS ?= $(VERSION)
 RUNTIME  ?= auto
 export VERSION VERSIONS RUNTIME
 
-.PHONY: setup demo up down status load watch compare calibrate report baseline regress scenario sweep exporter images test clean
+.PHONY: setup demo up down status load watch compare calibrate report baseline regress scenario sweep exporter images k8s test clean
 
 .venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -57,6 +57,9 @@ sweep: setup                    ## make sweep VERSION=2.9 MAX_BATCH="8 32 128" T
 
 exporter: setup                 ## the GPU/CPU exporter on 127.0.0.1:9400 (foreground)
 	$(PY) -m exporter --port 9400
+
+k8s: setup                      ## make k8s VERSIONS="2.9 2.21" [GPU=1] [OUT=deploy/k8s/generated] [MODEL_BASE_PATH=gs://...]: Kubernetes manifests (docs/kubernetes.md)
+	$(PY) -m stack k8s --versions "$(if $(filter command line environment,$(origin VERSIONS)),$(VERSIONS),2.9 2.21)"
 
 images: setup                   ## build docker-compose.yml's images offline (debootstrap); prints the IMAGE variables
 	$(PY) -m stack images

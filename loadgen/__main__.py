@@ -48,7 +48,8 @@ def main(argv=None) -> int:
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     add_load_flags(run)
     merge = sub.add_parser("merge", help="merge the summaries of a run's shards into one, exactly")
-    merge.add_argument("summaries", nargs="+", help="the shards' summary JSON files")
+    merge.add_argument("summaries", nargs="+", help="the shards' summary JSON files, or their saved logs "
+                                                     "(run with --summary-log)")
     merge.add_argument("--out", default="-", help="where the merged summary goes (default: stdout)")
     search = sub.add_parser("search", help="find the maximum stable QPS under an SLA (bisection over rates)")
     add_load_flags(search)
@@ -65,7 +66,7 @@ def main(argv=None) -> int:
         s = scenario_from_args(args)
         if args.cmd == "run":
             return execute(s, quiet=args.quiet, summary_json=args.summary_json, csv_path=args.csv,
-                           spectrum=args.latency)
+                           spectrum=args.latency, summary_log=args.summary_log)
         from loadgen.search import search_max_qps
         return search_max_qps(s, args)
     except (ScenarioError, RunError) as e:

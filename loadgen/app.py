@@ -122,9 +122,11 @@ def exit_code(summary: dict) -> int:
     return EXIT_OK if summary["thresholds_passed"] and not summary["aborted"] else EXIT_THRESHOLD
 
 
-def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", spectrum: bool = False) -> int:
+def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", spectrum: bool = False,
+            summary_log: bool = False) -> int:
     """Run scenario s; returns the exit code (exit_code). summary_json "-": the summary on stdout
-    (the table then goes to stderr); csv_path: per-second history."""
+    (the table then goes to stderr); csv_path: per-second history; summary_log: the whole summary
+    as one `loadgen-summary:` line on stdout (loadgen.merge.SUMMARY_LINE)."""
     from loadgen.progress import CsvHistory, LiveDisplay
     from stack.placement import isolate_from_env, pin_self, plan
 
@@ -166,6 +168,11 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
         print(f"aborted: {summary['aborted']}", file=out)
     if summary_json == "-":
         sys.stdout.write(json.dumps({k: v for k, v in summary.items() if k != "raw"}, indent=1, default=str) + "\n")
+        sys.stdout.flush()
+    if summary_log:
+        from loadgen.merge import SUMMARY_LINE
+
+        sys.stdout.write(SUMMARY_LINE + json.dumps(summary, separators=(",", ":"), default=str) + "\n")
         sys.stdout.flush()
     if handle and s.linger > 0:
         print(f"serving /metrics on {s.metrics_addr}:{s.metrics_port} for {s.linger:g}s more (final scrape)",

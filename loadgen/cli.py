@@ -60,6 +60,9 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     a("--run-id", help="names the results directory (default: the date and time)")
     a("--out", help="summary JSON path (default: $TFSB_RESULTS or results/, then <run-id>/loadgen.json)")
     a("--summary-json", metavar="PATH", default="", help="'-': the summary JSON on stdout (the table on stderr)")
+    a("--summary-log", action="store_true", help="also the whole summary (with its histograms) as one stdout line "
+                                                 "'loadgen-summary: {...}', for runs whose files vanish with their "
+                                                 "container (a Kubernetes Job): merge reads it from saved logs")
     a("--csv", metavar="PATH", default="", help="per-second history: rate, errors, latency percentiles so far")
     a("--latency", action="store_true", help="print the full latency percentile spectrum (as wrk2 --latency)")
     a("--quiet", action="store_true", help="no live progress display (also off when stderr is not a terminal)")

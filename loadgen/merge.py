@@ -24,14 +24,27 @@ def scenario_from_config(config: dict) -> Scenario:
     return check(s)
 
 
+SUMMARY_LINE = "loadgen-summary: "  # run --summary-log: the whole summary on one line of a container's log
+
+
+def read_summary(path: str) -> dict:
+    """A summary file, or the last `loadgen-summary:` line of a saved log (kubectl logs > shard-0.log)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+        if not text.lstrip().startswith("{"):
+            lines = [ln for ln in text.splitlines() if ln.startswith(SUMMARY_LINE)]
+            if not lines:
+                raise ValueError(f"neither a summary JSON nor a log with a '{SUMMARY_LINE.strip()}' line "
+                                 "(run with --summary-log)")
+            text = lines[-1][len(SUMMARY_LINE):]
+        return json.loads(text)
+    except (OSError, ValueError) as e:
+        raise ScenarioError(f"cannot read summary {path}: {e}") from None
+
+
 def merge(paths: list) -> dict:
-    summaries = []
-    for p in paths:
-        try:
-            with open(p) as f:
-                summaries.append(json.load(f))
-        except (OSError, ValueError) as e:
-            raise ScenarioError(f"cannot read summary {p}: {e}") from None
+    summaries = [read_summary(p) for p in paths]
     if not summaries:
         raise ScenarioError("merge needs at least one summary")
     runs = {s["run_id"] for s in summaries}

@@ -10,6 +10,7 @@ import argparse
 import os
 import shutil
 import sys
+from pathlib import Path
 
 from models.prepare import ModelError
 from stack.registry import RegistryError, load_registry
@@ -158,6 +159,18 @@ def cmd_compose(args, reg) -> int:
     return 0
 
 
+def cmd_k8s(args, reg) -> int:
+    from stack import k8s
+
+    o = k8s.Options(gpu=args.gpu, model_base_path=args.model_base_path, cpu=args.cpu, memory=args.memory,
+                    shards=args.shards, rate=args.rate, duration_s=args.duration, protocol=args.protocol,
+                    release=args.release)
+    paths = k8s.write(reg.select(args.versions), o, Path(args.out))
+    print(f"wrote {len(paths)} files under {args.out}: kubectl apply --server-side -k {args.out}; "
+          f"kubectl create -k {args.out}/loadgen (see docs/kubernetes.md)")
+    return 0
+
+
 def cmd_images(args, reg) -> int:
     from stack import images
 
@@ -204,6 +217,21 @@ def main(argv=None) -> int:
     pc.add_argument("--runtime", choices=["local", "docker"], default="docker")
     sub.add_parser("dashboards", help="regenerate grafana/dashboards/*.json")
     sub.add_parser("compose", help="regenerate docker-compose.yml and docker-compose.gpu.yml")
+    k = sub.add_parser("k8s", help="write the Kubernetes manifests (a kustomize tree)")
+    k.add_argument("--versions", default=os.environ.get("VERSIONS") or "2.9 2.21")
+    k.add_argument("--gpu", action="store_true", default=os.environ.get("GPU", "0") not in ("", "0"),
+                   help="-gpu images, a GPU per server, servers and exporter on GPU nodes (GPU=1)")
+    k.add_argument("--out", default=os.environ.get("OUT") or "deploy/k8s/generated")
+    k.add_argument("--model-base-path", default=os.environ.get("MODEL_BASE_PATH", ""),
+                   help="gs:// s3:// or hdfs:// URI TF Serving reads (default: the models PVC)")
+    k.add_argument("--cpu", default=os.environ.get("CPU", "4"), help="per server, requests = limits")
+    k.add_argument("--memory", default=os.environ.get("MEMORY", "8Gi"), help="per server, requests = limits")
+    k.add_argument("--shards", type=int, default=os.environ.get("SHARDS") or "3", help="load generator pods")
+    k.add_argument("--rate", type=float, default=os.environ.get("RATE") or "1000", help="total req/s")
+    k.add_argument("--duration", type=int, default=os.environ.get("DURATION_S") or "300", help="load generator seconds")
+    k.add_argument("--protocol", default="grpc", choices=["rest", "grpc"])
+    k.add_argument("--release", default=os.environ.get("RELEASE", "kube-prometheus-stack"),
+                   help="the kube-prometheus-stack Helm release selecting monitors and rules")
     im = sub.add_parser("images", help="build the compose file's images from local parts (no registry)")
     im.add_argument("--version", default="", help="TF version of the model-server image (default: newest)")
     venv = sub.add_parser("venv", help="create (or reuse) the venvs of versions")
@@ -214,7 +242,8 @@ def main(argv=None) -> int:
         reg = load_registry()
         return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "venv": cmd_venv,
                 "demo": cmd_demo, "watch": cmd_watch, "promconfig": cmd_promconfig,
-                "dashboards": cmd_dashboards, "compose": cmd_compose, "images": cmd_images}[args.cmd](args, reg)
+                "dashboards": cmd_dashboards, "compose": cmd_compose, "images": cmd_images,
+                "k8s": cmd_k8s}[args.cmd](args, reg)
     except (RegistryError, VenvError, ModelError, RuntimeError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

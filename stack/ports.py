@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 PROMETHEUS, EXPORTER, LOADGEN, GRAFANA = 9090, 9400, 9464, 3000
+TFSERVING_GRPC, TFSERVING_REST = 8500, 8501  # inside a container or pod: TF Serving's own defaults
 LOADGEN_WORKERS = 4  # loadgen --workers N serves /metrics on LOADGEN .. LOADGEN+N-1
 LOW, HIGH = 1024, 65535
 

@@ -29,12 +29,13 @@ def test_three_shards_merge_exactly_and_prometheus_sums_them(tmp_path):
                                    f"{srv.version}=grpc://127.0.0.1:{srv.grpc}", "--rate", str(RATE), "--duration",
                                    f"{SECONDS}s", "--warmup", "1s", "--seed", str(SEED), "--shard", f"{i}/3",
                                    "--run-id", "sharded", "--metrics-port", str(ports[i]), "--linger", "3s",
-                                   "--quiet", "--out", str(tmp_path / f"shard-{i}.json")],
+                                   "--quiet", "--summary-log", "--out", str(tmp_path / f"shard-{i}.json")],
                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(3)]
-        for p in procs:
+        for i, p in enumerate(procs):
             out, err = p.communicate(timeout=120)
             assert p.returncode == 0, out + err
+            (tmp_path / f"shard-{i}.log").write_text(out + err)  # what `kubectl logs` keeps of a finished pod
         time.sleep(1.5)
         # the shards have exited (their series are stale now): the last value each one had
         got = prom.query('sum by (version) (max_over_time(loadgen_requests_total{phase="steady"}[2m]))')
@@ -59,5 +60,9 @@ def test_three_shards_merge_exactly_and_prometheus_sums_them(tmp_path):
     assert m["offered_rate"] == pytest.approx(RATE) and abs(m["sent"] / SECONDS - RATE) < 4 * np.sqrt(RATE / SECONDS)
     assert {r["metric"]["shard"] for r in shards} == {"0", "1", "2"}
     assert float(got[0]["value"][1]) == m["completed"]
+    from_logs = run_loadgen(["merge", *[str(tmp_path / f"shard-{i}.log") for i in range(3)], "--out",
+                             str(tmp_path / "merged-from-logs.json")])
+    assert from_logs.returncode == 0, from_logs.stderr
+    assert json.loads((tmp_path / "merged-from-logs.json").read_text())["targets"] == merged["targets"]
     bad = run_loadgen(["merge", *files[:2]])
     assert bad.returncode == 2 and "2 of 3 shards" in bad.stderr
