@@ -91,10 +91,13 @@ def generate(versions: list, o: Options) -> dict:
                                                              o.model_base_path or None)
     files["exporter.yaml"] = obj.exporter(o.gpu)
     files["podmonitors.yaml"] = [
+        # as the local scrape config: every model server's series carry its version
         obj.pod_monitor("tfserving", {"app.kubernetes.io/name": "tfserving"}, "http", "/monitoring/prometheus/metrics",
-                        o.release, relabel_version=True),
-        obj.pod_monitor("exporter", obj.labels("exporter"), "metrics", "/metrics", o.release, relabel_version=False),
-        obj.pod_monitor("loadgen", obj.labels("loadgen"), "metrics", "/metrics", o.release, relabel_version=False)]
+                        o.release, {"version": obj.VERSION_LABEL}),
+        obj.pod_monitor("exporter", obj.labels("exporter"), "metrics", "/metrics", o.release),
+        # the shards of one Job run summed by its uid
+        obj.pod_monitor("loadgen", obj.labels("loadgen"), "metrics", "/metrics", o.release,
+                        {"job_uid": "batch.kubernetes.io/controller-uid"})]
     files["prometheus-rules.yaml"] = [obj.prometheus_rule(name, yaml.safe_load((ROOT / "prometheus" / f).read_text()),
                                                           o.release) for name, f in RULE_FILES.items()]
     # The sidecar of kube-prometheus-stack's Grafana loads ConfigMaps labelled grafana_dashboard=1.

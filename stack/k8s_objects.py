@@ -81,11 +81,13 @@ def models_pvc(size: str = "10Gi") -> dict:
             "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": size}}}}
 
 
-def pod_monitor(name: str, selector: dict, port: str, path: str, release: str, relabel_version: bool) -> dict:
+def pod_monitor(name: str, selector: dict, port: str, path: str, release: str, relabel: dict | None = None) -> dict:
+    """relabel: {target label: pod label} (the servers' version, the load Job's uid)."""
     endpoint = {"port": port, "path": path, "interval": INTERVAL}
-    if relabel_version:  # as the local scrape config: every model server's series carry its version
-        endpoint["relabelings"] = [{"sourceLabels": [f"__meta_kubernetes_pod_label_{VERSION_LABEL}"],
-                                    "targetLabel": "version", "action": "replace"}]
+    if relabel:
+        endpoint["relabelings"] = [
+            {"sourceLabels": ["__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in pod_label)],
+             "targetLabel": target, "action": "replace"} for target, pod_label in relabel.items()]
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
             "metadata": meta(f"tfsb-{name}", {**labels(name), "release": release}),
             "spec": {"selector": {"matchLabels": selector}, "podMetricsEndpoints": [endpoint]}}

@@ -109,8 +109,10 @@ def test_servers_use_the_registry_images_flags_probes_and_version_label(tree):
     monitors = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PodMonitor"}
     assert set(monitors) == {"tfsb-tfserving", "tfsb-exporter", "tfsb-loadgen"}
     ep = monitors["tfsb-tfserving"]["spec"]["podMetricsEndpoints"][0]
-    assert ep["path"] == "/monitoring/prometheus/metrics" and ep["relabelings"][0] == {
-        "sourceLabels": ["__meta_kubernetes_pod_label_version"], "targetLabel": "version", "action": "replace"}
+    assert ep["path"] == "/monitoring/prometheus/metrics" and ep["relabelings"] == [{
+        "sourceLabels": ["__meta_kubernetes_pod_label_version"], "targetLabel": "version", "action": "replace"}]
+    assert monitors["tfsb-loadgen"]["spec"]["podMetricsEndpoints"][0]["relabelings"][0]["sourceLabels"] == [
+        "__meta_kubernetes_pod_label_batch_kubernetes_io_controller_uid"]
 
 
 def test_configs_dashboards_and_rules_are_the_projects_own(tree, tmp_path):
