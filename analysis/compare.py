@@ -60,7 +60,7 @@ def scenario(server, protocol: str, mode: str, level, p, run_id: str, rows: int 
     return check(s)
 
 
-class _Edges:
+class Edges:
     """The loadgen's boundary hook: one direct reading of the server's counters per edge."""
 
     def __init__(self, url: str):
@@ -82,7 +82,7 @@ class _Edges:
 def measure_cell(c: dict, server, settings: Settings, run_id: str, payload: bytes, log_prefix: str = "") -> dict:
     s = scenario(server, c["protocol"], c["mode"], c["level"], settings.profile, run_id, c["rows"],
                  settings.sla_p99_ms)
-    edges = _Edges(server.metrics_url)
+    edges = Edges(server.metrics_url)
     summary = measure(s, {s.targets[0].name: payload}, boundary=edges)
     t = summary["targets"][0]
     st, warm = t["phases"]["steady"], t["phases"].get("warmup")

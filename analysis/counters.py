@@ -22,12 +22,14 @@ P = ":tensorflow:serving:"
 # family -> what the breakdown calls it; each is a histogram in microseconds
 HISTOGRAMS = {P + "request_latency": "request", P + "runtime_latency": "runtime",
               P + "batching_session:queuing_latency": "queue"}
+# rows per batch the batching session ran (a size, not a time): what a batching config really did
+BATCH_SIZE = P + "batching_session:processed_batch_size"
 
 
 def parse(text: str) -> dict:
     """{"requests": n, "requests_ok": n, "<stage>_sum_us", "<stage>_count", "request_buckets": {le: n}}
     summed over every label set (one model server, one model under test)."""
-    out = {"requests": 0.0, "requests_ok": 0.0, "request_buckets": {}}
+    out = {"requests": 0.0, "requests_ok": 0.0, "request_buckets": {}, "batch_rows_sum": 0.0, "batches": 0.0}
     for stage in HISTOGRAMS.values():
         out[f"{stage}_sum_us"] = out[f"{stage}_count"] = 0.0
     for fam in text_string_to_metric_families(text):
@@ -36,6 +38,12 @@ def parse(text: str) -> dict:
                 out["requests"] += s.value
                 if s.labels.get("status") == "OK":
                     out["requests_ok"] += s.value
+        if fam.name == BATCH_SIZE:
+            for s in fam.samples:
+                if s.name.endswith("_sum"):
+                    out["batch_rows_sum"] += s.value
+                elif s.name.endswith("_count"):
+                    out["batches"] += s.value
         stage = HISTOGRAMS.get(fam.name)
         if stage is None:
             continue
@@ -84,6 +92,11 @@ def breakdown(d: dict, client_ms: float | None) -> dict:
     return {"client_ms": client_ms, "server_ms": server, "queue_ms": queue, "runtime_ms": runtime,
             "frontend_ms": None if server is None or runtime_incl is None else server - runtime_incl,
             "transport_ms": None if server is None or client_ms is None else client_ms - server}
+
+
+def mean_batch(d: dict) -> float | None:
+    """Mean rows per batch the batching session ran in a window; None without batching."""
+    return d["batch_rows_sum"] / d["batches"] if d.get("batches", 0) > 0 else None
 
 
 def quantile_bucket(buckets: dict, q: float) -> tuple | None:

@@ -33,11 +33,12 @@ def markdown(name: str, res: dict) -> str:
         front = {(x["max_batch_size"], x["batch_timeout_micros"], x["num_batch_threads"]) for x in res["pareto"]}
         out += [f"Version {res['version']}, closed loop at concurrency {res['concurrency']}; SLA P99 <= "
                 f"{res['sla_p99_ms']:g} ms. `*`: on the QPS-vs-P99 Pareto front.", "",
-                "| max_batch_size | batch_timeout_micros | num_batch_threads | QPS | P99 ms | errors | front |",
-                "|---|---|---|---|---|---|---|"]
+                "| max_batch_size | batch_timeout_micros | num_batch_threads | QPS | P99 ms | mean batch | errors | front |",
+                "|---|---|---|---|---|---|---|---|"]
         for x in sorted(res["points"], key=lambda x: -x["qps"]):
             key = (x["max_batch_size"], x["batch_timeout_micros"], x["num_batch_threads"])
-            out.append(f"| {key[0]} | {key[1]} | {key[2]} | {_f(x['qps'])} | {_f(x['p99_ms'], 2)} | {x['errors']} | "
+            out.append(f"| {key[0]} | {key[1]} | {key[2]} | {_f(x['qps'])} | {_f(x['p99_ms'], 2)} | "
+                       f"{_f(x.get('mean_batch'))} | {x['errors']} | "
                        f"{'*' if key in front else ''} |")
         b = res["best"]
         out += ["", "Best under the SLA: " + ("none (no configuration met it)" if b is None else

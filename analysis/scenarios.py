@@ -18,7 +18,8 @@ import threading
 import time
 
 from analysis import runstore
-from analysis.compare import scenario as cell_scenario
+from analysis import counters
+from analysis.compare import Edges, scenario as cell_scenario
 from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure
 from stack import local, ports, procs
@@ -40,14 +41,23 @@ def restart(version, reg, batching: bool = True, batching_file=None, model_path=
 
 
 def measure_cell(version, protocol: str, concurrency: int, p: Profile, run_id: str, repeat: int) -> dict:
-    """Closed loop at `concurrency`, `repeat` windows: mean QPS and P99, total errors, validity."""
-    s = cell_scenario(local_server(version), protocol, "closed", concurrency, p, run_id)
+    """Closed loop at `concurrency`, `repeat` windows: mean QPS and P99, total errors, validity, and
+    the mean batch the server ran in the steady windows (its own counters; None without batching)."""
+    server = local_server(version)
+    s = cell_scenario(server, protocol, "closed", concurrency, p, run_id)
     s.metrics_port = 0
     payloads = build_payloads(s)
-    steady = [measure(s, payloads)["targets"][0]["phases"]["steady"] for _ in range(repeat)]
+    steady, rows, batches = [], 0.0, 0.0
+    for _ in range(repeat):
+        edges = Edges(server.metrics_url)
+        steady.append(measure(s, payloads, boundary=edges)["targets"][0]["phases"]["steady"])
+        d = (edges.server() or {}).get("steady")
+        if d:
+            rows, batches = rows + d["batch_rows_sum"], batches + d["batches"]
     return {"qps": sum(x["achieved_qps"] for x in steady) / repeat,
             "p99_ms": sum(x["latency_ms"].get("p99", 0) for x in steady) / repeat,
-            "errors": sum(sum(x["errors"].values()) for x in steady), "valid": all(x["valid"] for x in steady)}
+            "errors": sum(sum(x["errors"].values()) for x in steady), "valid": all(x["valid"] for x in steady),
+            "mean_batch": counters.mean_batch({"batch_rows_sum": rows, "batches": batches})}
 
 
 def batching_on_off(reg, versions, p: Profile, repeat: int, run_id: str, log=print) -> dict:
@@ -98,7 +108,7 @@ def sweep(reg, version, p: Profile, repeat: int, run_id: str, max_batch, timeout
         m = measure_cell(version, "rest", concurrency, p, run_id, repeat)
         points.append({"max_batch_size": b, "batch_timeout_micros": t, "num_batch_threads": k, **m})
         log(f"  [{i}/{len(combos)}] max_batch {b} timeout {t} us threads {k}: {m['qps']:.0f} req/s, "
-            f"p99 {m['p99_ms']:.1f} ms" + ("" if m["valid"] else " (invalid)"))
+            f"p99 {m['p99_ms']:.1f} ms, mean batch {m['mean_batch'] or 0:.1f}" + ("" if m["valid"] else " (invalid)"))
     restart(version, reg, batching=True)
     ok = [x for x in points if x["valid"] and x["errors"] == 0 and x["p99_ms"] <= p.sla_p99_ms]
     return {"version": version.name, "concurrency": concurrency, "points": points, "pareto": pareto(points),
