@@ -15,6 +15,12 @@ LABELS = {"achieved_qps": "QPS", "rows_per_s": "rows/s", "efficiency": "of TF ce
           "server_ms": "server", "frontend_ms": "front end", "queue_ms": "queue", "runtime_ms": "TF runtime"}
 
 
+def _python(rep: dict, version: str) -> str:
+    """The " (Python 3.9.20)" after a version: the interpreter of its own runtime, where its ceiling ran."""
+    p = ((rep.get("_run") or {}).get("ceiling", {}).get(version) or {}).get("python")
+    return f" (Python {p})" if p else ""
+
+
 def _fmt(ci: dict, digits: int = 2) -> str:
     if not ci or ci.get("mean") is None:
         return "n/a"
@@ -90,7 +96,7 @@ def markdown(rep: dict) -> str:
     env = rep["environment"]
     out += ["", "## Environment", "", f"CPU: {env['cpu']} ({env['cpus']} cores); GPU: {env['gpu']} (driver "
             f"{env['driver']}); runtime {env['runtime']}; commit {env['git_commit'][:12]}; TensorFlow: "
-            + ", ".join(f"{k}: {v}" for k, v in env["tensorflow"].items())]
+            + ", ".join(f"{k}: {v}" + _python(rep, k) for k, v in env["tensorflow"].items())]
     return "\n".join(out) + "\n"
 
 

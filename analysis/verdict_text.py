@@ -99,6 +99,13 @@ def notes(rep: dict) -> list:
     if rep["config"].get("runtime") == "external":
         out.append(f"> **Servers started elsewhere** (TARGETS), scraped by {rep['config'].get('prometheus')}: their "
                    "batching is as deployed, no cold start was timed, and client and servers may not share a machine.")
+    pythons = {v: c["python"] for v, c in (rep.get("_run") or {}).get("ceiling", {}).items() if c.get("python")}
+    if rep["config"].get("runtime") == "local" and len(set(pythons.values())) > 1:
+        # TF 2.6-2.11 have wheels for Python 3.9 only, the newest for 3.11: the drop-in's own front end
+        # runs at each interpreter's speed, which real TF Serving (C++) does not.
+        out.append("> **The drop-in runs on different Pythons** (" + ", ".join(
+            f"{v}: {p}" for v, p in sorted(pythons.items())) + "): end-to-end QPS and latency compare the "
+            "interpreters too; the TF runtime and ceiling figures do not.")
     for v, c in sorted((rep.get("_run") or {}).get("ceiling", {}).items()):
         if "skipped" in c:
             out.append(f"> TF ceiling of {v} not measured: {c['skipped']}.")

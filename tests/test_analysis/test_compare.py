@@ -90,6 +90,8 @@ def test_report_tables_stats_and_crosscheck(run):
     assert f"{TEST_VERSIONS[1]} vs {TEST_VERSIONS[0]}" in first and "TensorFlow runtime" in first
     assert "In-process at 1 row (no serving path)" in first
     assert "share cores" in first  # this machine has 2 cores: the report says client and servers share them
+    # 2.9's runtime has wheels for Python 3.9 only, the newest TF for 3.11: the drop-in's front end differs
+    assert "The drop-in runs on different Pythons" in first and "(Python 3.9." in md and "(Python 3.11." in md
     assert "Max stable QPS" in md and "Cold start" in md and "client = server, exactly: 8 of 8" in md
     assert "Holm" in md and "Mann-Whitney" in md and "cannot be told from noise" in md
     assert (d / "report.csv").read_text().count("\n") == len(rep["rows"]) + 1
