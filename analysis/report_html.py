@@ -11,7 +11,7 @@ import numpy as np
 from analysis import charts
 from analysis.report_text import LABELS, _bucket, _fmt, _vs, load_name, reconciliation, statistics
 from analysis.rows import BREAKDOWN
-from analysis.verdict_text import headline, notes
+from analysis.verdict_text import headline, notes, vs_text
 from loadgen.record import bin_values, decode_hdr
 
 STYLE = ("body{font-family:system-ui,sans-serif;max-width:1360px;margin:16px auto;padding:0 16px;color:#222}"
@@ -99,7 +99,7 @@ def html_page(rep: dict) -> str:
                          _vs(r, "runtime_ms", base), _vs(r, "client_ms", base)] for r in rows])
     ceiling = _table(["rows", "version", "TensorFlow", "rows/s in-process", "vs base"],
                      [[c["rows_per_request"], c["version"], c["tensorflow"], _fmt(c["ceiling_rows_per_s"], 0),
-                       "baseline" if "vs_baseline" not in c else c["vs_baseline"]["verdict"]] for c in rep["ceiling"]])
+                       "baseline" if "vs_baseline" not in c else vs_text(c["vs_baseline"])] for c in rep["ceiling"]])
     svgs = "".join(f"<div class='chart'>{svg}</div>" for svg in chart_parts(rep))
     tail = "".join(f"<p>{_inline(line.lstrip('- '))}</p>" for line in reconciliation(rep) + statistics(rep)
                    if line and not line.startswith("#"))

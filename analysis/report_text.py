@@ -7,7 +7,7 @@ import io
 
 from analysis.plan import batching_name
 from analysis.rows import BREAKDOWN, COMPARED, DESCRIBED
-from analysis.verdict_text import fmt_pct, headline, notes
+from analysis.verdict_text import headline, notes, vs_text
 
 LABELS = {"achieved_qps": "QPS", "rows_per_s": "rows/s", "efficiency": "of TF ceiling", "p50_ms": "P50 ms",
           "p90_ms": "P90 ms", "p99_ms": "P99 ms", "error_ratio": "errors", "rss_mib": "RSS MiB",
@@ -33,10 +33,7 @@ def _vs(row: dict, name: str, baseline: str) -> str:
     d = row.get(f"{name}_vs_baseline")
     if d is None:
         return "baseline" if row["version"] == baseline else ""
-    if d.get("rel") is None:
-        return d["verdict"]
-    ci = f" [{fmt_pct(d['rel_ci_low'])}, {fmt_pct(d['rel_ci_high'])}]" if d.get("rel_ci_low") is not None else ""
-    return f"{fmt_pct(d['rel'])}{ci} {d['verdict']}"
+    return vs_text(d)
 
 
 def _bucket(b) -> str:
@@ -80,9 +77,7 @@ def markdown(rep: dict) -> str:
             "| rows | version | TensorFlow | rows/s | vs base |", "|---|---|---|---|---|"]
     for c in rep["ceiling"]:
         d = c.get("vs_baseline")
-        vs = "baseline" if d is None else (f"{fmt_pct(d['rel'])} [{fmt_pct(d['rel_ci_low'])}, "
-                                           f"{fmt_pct(d['rel_ci_high'])}] {d['verdict']}" if d.get("rel_ci_low")
-                                           is not None else d["verdict"])
+        vs = "baseline" if d is None else vs_text(d)
         out.append(f"| {c['rows_per_request']} | {c['version']} | {c['tensorflow']} | "
                    f"{_fmt(c['ceiling_rows_per_s'], 0)} | {vs} |")
     out += ["", "## Max stable QPS (P99 <= SLA, errors < 1%)", ""]
@@ -124,7 +119,8 @@ def statistics(rep: dict) -> list:
            f"Means: Student's t interval (scipy, exact quantiles). Differences of means: Welch's t, degrees of "
            f"freedom unrounded. P99: Mann-Whitney U on the per-window P99s (exact permutation p-value), shift by "
            f"Hodges-Lehmann. All {rep['tests']} verdicts of this report are corrected together (Holm, family-wise "
-           "5%); intervals are per comparison (95%)."]
+           "5%); intervals are per comparison (95%), so an interval that excludes zero can still read \"no "
+           "significant difference (after Holm)\"."]
     for name, m in rep["mde"].items():
         label = LABELS.get(name, name)
         if m.get("min_repeats") and m["repeats"] < m["min_repeats"]:

@@ -15,6 +15,24 @@ def fmt_pct(x) -> str:
     return "n/a" if x is None else f"{x * 100:+.0f}%"
 
 
+def verdict_words(d: dict) -> str:
+    """The verdict as the tables write it. A 95% interval that excludes zero next to "no significant
+    difference" reads as a contradiction unless it says why: the interval is per comparison, the
+    verdict is corrected for every comparison of the report (Holm)."""
+    lo, hi = d.get("rel_ci_low"), d.get("rel_ci_high")
+    if d["verdict"] == "no significant difference" and lo is not None and hi is not None and lo * hi > 0:
+        return "no significant difference (after Holm)"
+    return d["verdict"]
+
+
+def vs_text(d: dict) -> str:
+    """'+18% [+12%, +24%] slower': the relative difference, its interval and the verdict."""
+    if d.get("rel") is None:
+        return d["verdict"]
+    ci = f" [{fmt_pct(d['rel_ci_low'])}, {fmt_pct(d['rel_ci_high'])}]" if d.get("rel_ci_low") is not None else ""
+    return f"{fmt_pct(d['rel'])}{ci} {verdict_words(d)}"
+
+
 def _level(r: dict) -> str:
     return f"c{r['level']:g}" if r["mode"] == "closed" else f"{r['level']:g}/s"
 
@@ -26,9 +44,8 @@ def _claims(rows: list, name: str) -> str:
         d = r.get(f"{name}_vs_baseline")
         if not d:
             continue
-        if d["verdict"] in ("faster", "slower") and d.get("rel") is not None:
-            ci = f" [{fmt_pct(d['rel_ci_low'])}, {fmt_pct(d['rel_ci_high'])}]" if d.get("rel_ci_low") is not None else ""
-            parts.setdefault(f"{fmt_pct(d['rel'])}{ci} {d['verdict']}", []).append(_level(r))
+        if d["verdict"] in ("faster", "slower"):
+            parts.setdefault(vs_text(d), []).append(_level(r))
         else:
             parts.setdefault(d["verdict"], []).append(_level(r))
     return "; ".join(f"{claim} at {', '.join(levels)}" for claim, levels in parts.items())
