@@ -21,6 +21,14 @@ def _python(rep: dict, version: str) -> str:
     return f" (Python {p})" if p else ""
 
 
+def unstable_above(search: dict) -> str:
+    """The search's resolution: the lowest rate above the maximum that failed. Without it two versions
+    stopped on the same probe read as equally fast, whatever lies between that probe and the next."""
+    top = search.get("max_stable_rate")
+    failed = [p["rate"] for p in search.get("probes", []) if not p["stable"] and top and p["rate"] > top]
+    return f" (unstable at {min(failed):.0f}/s)" if failed else ""
+
+
 def _fmt(ci: dict, digits: int = 2) -> str:
     if not ci or ci.get("mean") is None:
         return "n/a"
@@ -82,7 +90,8 @@ def markdown(rep: dict) -> str:
                    f"{_fmt(c['ceiling_rows_per_s'], 0)} | {vs} |")
     out += ["", "## Max stable QPS (P99 <= SLA, errors < 1%)", ""]
     out += [f"- batching {k.split('/')[0]}, {k.split('/')[1]} rows, {k.split('/')[2]}, {k.split('/')[3]}: "
-            + ("none found" if v is None else f"{v:.1f} req/s") for k, v in sorted(rep["max_stable_qps"].items())]
+            + ("none found" if v is None else f"{v:.1f} req/s" + unstable_above(rep["search"].get(k, {})))
+            for k, v in sorted(rep["max_stable_qps"].items())]
     out += ["", "## Cold start", ""]
     out += [f"- {v}: AVAILABLE after {c['to_available_s']:.1f} s, first predict after {c['to_first_predict_s']:.1f} s "
             f"(first request {c['first_request_ms']:.1f} ms)" for v, c in sorted(rep["cold_start"].items())]

@@ -90,11 +90,3 @@ def test_min_detectable_grows_with_noise_and_shrinks_with_repeats():
     assert m3 > m10 > 0 and stats.min_detectable(0.10, 3, 0.05) == pytest.approx(2 * m3)
     assert stats.min_detectable(0.05, 1, 0.05) is None
 
-
-def test_an_interval_that_excludes_zero_without_a_verdict_says_why():
-    from analysis.verdict_text import vs_text
-    d = {"rel": 0.35, "rel_ci_low": 0.27, "rel_ci_high": 0.43, "verdict": "no significant difference"}
-    assert vs_text(d) == "+35% [+27%, +43%] no significant difference (after Holm)"
-    assert vs_text({**d, "rel_ci_low": -0.05}) == "+35% [-5%, +43%] no significant difference"
-    assert vs_text({**d, "verdict": "slower"}) == "+35% [+27%, +43%] slower"
-    assert vs_text({"rel": None, "verdict": "too few repeats"}) == "too few repeats"
