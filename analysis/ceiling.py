@@ -20,7 +20,7 @@ class CeilingError(RuntimeError):
 
 def measure_one(python: str, model_dir, rows: list, windows: int, window_s: float, cpus: list | None = None,
                 timeout_s: float = 600) -> dict:
-    """{"tensorflow": "2.9.3", "rows_per_s": {"1": [...], "32": [...]}} from one subprocess."""
+    """{"tensorflow": "2.9.3", "python": "3.9.20", "rows_per_s": {"1": [...], "32": [...]}} from one subprocess."""
     from stack.placement import pin_child
 
     cmd = [python, "-m", "modelserver.ceiling", "--model-dir", str(model_dir), "--rows", *map(str, rows),

@@ -17,8 +17,7 @@ import shutil
 import threading
 import time
 
-from analysis import runstore
-from analysis import counters
+from analysis import counters, runstore
 from analysis.compare import Edges, scenario as cell_scenario
 from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure
