@@ -27,7 +27,10 @@ def test_three_shards_merge_exactly_and_prometheus_sums_them(tmp_path):
     try:
         procs = [subprocess.Popen([sys.executable, "-m", "loadgen", "run", "--target",
                                    f"{srv.version}=grpc://127.0.0.1:{srv.grpc}", "--rate", str(RATE), "--duration",
-                                   f"{SECONDS}s", "--warmup", "1s", "--seed", str(SEED), "--shard", f"{i}/3", "--max-send-lag", "50ms",  # three shards on 2 cores lag past 5 ms; the merge is tested
+                                   f"{SECONDS}s", "--warmup", "1s", "--seed", str(SEED), "--shard", f"{i}/3",
+                                   # the merge is tested, not punctuality: three shards beside the server on
+                                   # 2 cores lag past the default 5 ms (CI saw 6.03 ms)
+                                   "--max-send-lag", "50ms",
                                    "--run-id", "sharded", "--metrics-port", str(ports[i]), "--linger", "3s",
                                    "--quiet", "--summary-log", "--out", str(tmp_path / f"shard-{i}.json")],
                                   cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
