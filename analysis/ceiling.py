@@ -2,8 +2,9 @@
 
 Runs `python -m modelserver.ceiling` in the version's venv (the same Servable.run the server
 makes, nothing of the serving path around it), pinned where the servers run, while the
-servers are idle. The result per version and row count is a list of rows/s, one per window,
-so the report can give it an interval and compare versions on it like any other metric.
+servers are idle. The result per version and row count is a list of rows/s, one per process
+(one window each), so the report can give it an interval and compare versions on it like any
+other metric.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ class CeilingError(RuntimeError):
 
 def measure_one(python: str, model_dir, rows: list, windows: int, window_s: float, cpus: list | None = None,
                 timeout_s: float = 600) -> dict:
-    """{"tensorflow": "2.9.3", "python": "3.9.20", "rows_per_s": {"1": [...], "32": [...]}} from one subprocess."""
+    """{"tensorflow": "2.9.3", "python": "3.9.20", "pid": 123, "rows_per_s": {"1": [...], "32": [...]}} from one
+    subprocess."""
     from stack.placement import pin_child
 
     cmd = [python, "-m", "modelserver.ceiling", "--model-dir", str(model_dir), "--rows", *map(str, rows),
@@ -37,18 +39,45 @@ def measure_one(python: str, model_dir, rows: list, windows: int, window_s: floa
 
 def measure_all(serving, servers: list, rows: list, windows: int, window_s: float, done: dict, save,
                 log=print) -> dict:
-    """The ceiling of every server not in `done` yet (resumable: save() after each)."""
+    """The ceiling of every server: `windows` fresh processes per version, one window each, the
+    versions' order flipped from one round to the next (ABBA...). The process is what repeats:
+    two processes of one build differ by several percent (memory layout, thread placement), more
+    than the windows of one process do, so windows of one process would give an interval far too
+    narrow (an A/A calibrate of 2.21 found itself 7% faster, p = 0.008, on 3 windows of one process
+    each). Resumable: save() after each process; a run resumes at the first round not done."""
+    todo = []
     for s in servers:
-        if s.name in done:
+        if s.name in done and "skipped" in done[s.name]:
             continue
         python, model_dir = serving.ceiling_command(s)
         if python is None:
             done[s.name] = {"skipped": model_dir or "no local runtime of this version"}
             log(f"  ceiling {s.name}: not measured ({done[s.name]['skipped']})")
+            save()
         else:
-            got = measure_one(python, model_dir, rows, windows, window_s, getattr(serving, "cpus", None))
-            done[s.name] = got
-            log(f"  ceiling {s.name} (TF {got['tensorflow']}, in-process): " + ", ".join(
-                f"{r} rows {sum(v) / len(v):,.0f} rows/s" for r, v in got["rows_per_s"].items()))
-        save()
+            todo.append((s.name, python, model_dir))
+    for i in range(windows):
+        round_log = []
+        for name, python, model_dir in todo if i % 2 == 0 else todo[::-1]:
+            if processes(done.get(name)) > i:
+                continue
+            one = measure_one(python, model_dir, rows, 1, window_s, getattr(serving, "cpus", None))
+            pid = one.pop("pid", None)
+            got = done.setdefault(name, {**one, "rows_per_s": {r: [] for r in one["rows_per_s"]}, "pids": []})
+            for r, v in one["rows_per_s"].items():
+                got["rows_per_s"][r] += v
+            got.setdefault("pids", []).append(pid)
+            save()
+            round_log.append(f"{name} " + ", ".join(f"{r} rows {v[0]:,.0f}" for r, v in one["rows_per_s"].items()))
+        if round_log:
+            log(f"  ceiling process {i + 1}/{windows} (rows/s in-process): " + "; ".join(round_log))
+    for name, _, _ in todo:
+        got = done[name]
+        log(f"  ceiling {name} (TF {got['tensorflow']}, in-process, mean of {processes(got)} processes): " + ", ".join(
+            f"{r} rows {sum(v) / len(v):,.0f} rows/s" for r, v in got["rows_per_s"].items()))
     return done
+
+
+def processes(got: dict | None) -> int:
+    """How many processes of a version's ceiling are done (each added one value per row count)."""
+    return min((len(v) for v in (got or {}).get("rows_per_s", {}).values()), default=0)

@@ -30,7 +30,7 @@ class Profile:
     search_probes: int       # 0: no max-QPS search
     sla_p99_ms: float = 50.0
     repeat: int = 3
-    ceiling_windows: int = 5     # in-process TF ceiling: windows per version and row count
+    ceiling_windows: int = 5     # in-process TF ceiling: fresh processes per version, one window each
     ceiling_window_s: float = 1.0
 
 

@@ -82,6 +82,8 @@ def markdown(rep: dict) -> str:
         out.append(f"| {load_name(r)} | {r['version']} | " + " | ".join(_fmt(r[b], 3) for b in BREAKDOWN)
                    + f" | {share} | {_vs(r, 'runtime_ms', base)} | {_vs(r, 'client_ms', base)} |")
     out += ["", "## TensorFlow ceiling (in-process, the version's own runtime, no serving path)", "",
+            "Mean ± 95% CI over fresh processes, one window each (two processes of one build differ more than "
+            "two windows of one process).", "",
             "| rows | version | TensorFlow | rows/s | vs base |", "|---|---|---|---|---|"]
     for c in rep["ceiling"]:
         d = c.get("vs_baseline")

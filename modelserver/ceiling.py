@@ -6,8 +6,8 @@ on this runtime can deliver for this request size on these cores.
     python -m modelserver.ceiling --model-dir models/build/tf2.9/my_model/1 --rows 1 32 \\
         --windows 5 --window-s 1
 
-prints {"tensorflow": "2.9.3", "python": "3.9.20", "rows_per_s": {"1": [...], "32": [...]}} (one value per window;
-the windows of the row sizes alternate, so drift spreads over all of them).
+prints {"tensorflow": "2.9.3", "python": "3.9.20", "pid": 123, "rows_per_s": {"1": [...], "32": [...]}}
+(one value per window; the windows of the row sizes alternate, so drift spreads over all of them).
 """
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ def main(argv=None) -> int:
         print(f"ceiling: error: {e}", file=sys.stderr)
         return 2
     rows = measure(servable, sig, a.rows, a.windows, a.window_s, a.warmup_s)
-    print(json.dumps({"tensorflow": tf.__version__, "python": platform.python_version(), "rows_per_s": rows}))
+    print(json.dumps({"tensorflow": tf.__version__, "python": platform.python_version(), "pid": os.getpid(),
+                      "rows_per_s": rows}))
     return 0
 
 

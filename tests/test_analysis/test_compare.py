@@ -40,7 +40,7 @@ def run(env):
 
 
 def test_protocol_interleaves_versions_and_repeats(run):
-    _, d, _ = run
+    _, d, stdout = run
     data = json.loads((d / "compare.json").read_text())
     cells = sorted(data["cells"].values(), key=lambda c: c["start"])
     assert len(cells) == 2 * 2 * len(TEST_VERSIONS)  # 2 levels x 2 repeats x versions
@@ -52,6 +52,11 @@ def test_protocol_interleaves_versions_and_repeats(run):
     assert set(data["cold_start"]) == set(TEST_VERSIONS)
     assert all(0 < cs["to_available_s"] <= cs["to_first_predict_s"] for cs in data["cold_start"].values())
     assert data["status"] == "done" and data["environment"]["tensorflow"]
+    # The ceiling: a fresh process per window (5 in the quick profile), the versions' order flipped each round.
+    pids = [data["ceiling"][v]["pids"] for v in TEST_VERSIONS]
+    assert all(len(p) == 5 for p in pids) and len(set(pids[0] + pids[1])) == 10
+    rounds = re.findall(r"ceiling process (\d)/5 \(rows/s in-process\): (\S+) .*?; (\S+) ", stdout)
+    assert [(r, x, y) for r, x, y in rounds] == [(str(i + 1), *((a, b) if i % 2 == 0 else (b, a))) for i in range(5)]
 
 
 def test_report_tables_stats_and_crosscheck(run):
@@ -151,21 +156,36 @@ def test_regression_gate_passes_the_same_model_and_fails_a_slower_one(run, env):
     assert "REGRESSED" in worse.stdout and "FAIL" in worse.stdout
 
 
+def _calibrate(env, profile: Path, v: str) -> dict:
+    out = analysis(env, "calibrate", "--version", v, "--profile", str(profile), "--runtime", "local")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    run_id = re.search(r"run id (\S+)", out.stdout).group(1)
+    return json.loads((Path(env["TFSB_RESULTS"]) / run_id / "report.json").read_text())
+
+
+def _verdicts(rep: dict) -> list:
+    out = [(k, d["verdict"], d["p"]) for r in rep["rows"] for k, d in r.items() if k.endswith("_vs_baseline")]
+    return out + [("ceiling", c["vs_baseline"]["verdict"], c["vs_baseline"]["p"]) for c in rep["ceiling"]
+                  if "vs_baseline" in c]
+
+
 def test_calibrate_an_aa_run_finds_no_difference(env, tmp_path):
     """make calibrate: the newest version against a second server of itself through the whole
-    protocol. The statistics keep a false verdict anywhere in a report below 5% (test_stats
-    simulates that); here the real servers, labels and report are checked end to end."""
+    protocol; the real servers, labels and report end to end (test_stats simulates the rate).
+    A sound report makes a false verdict in at most 5% of A/A runs, so one run with one is no
+    defect: a second, independent A/A run must then be clean (both false: <= 0.25% for a sound
+    harness). A biased one fails run after run: CI once saw the ceiling of 2.21 at +7% against
+    itself, p = 0.008, when its windows came from one process per version."""
     v = TEST_VERSIONS[1]
     profile = tmp_path / "aa.yaml"
     profile.write_text("concurrency: [4]\nwindow_s: 3\nwarmup_s: 1\nsearch_probes: 0\nceiling_windows: 3\n"
                        "ceiling_window_s: 0.5\nrepeat: 3\n")
-    out = analysis(env, "calibrate", "--version", v, "--profile", str(profile), "--runtime", "local")
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    run_id = re.search(r"run id (\S+)", out.stdout).group(1)
-    rep = json.loads((Path(env["TFSB_RESULTS"]) / run_id / "report.json").read_text())
+    rep = _calibrate(env, profile, v)
     assert rep["config"]["versions"] == [v, f"{v}-b"] and rep["baseline_version"] == v
     assert {r["version"] for r in rep["rows"]} == {v, f"{v}-b"} and all(r["repeats"] == 3 for r in rep["rows"])
-    verdicts = [d["verdict"] for r in rep["rows"] for k, d in r.items() if k.endswith("_vs_baseline")]
-    verdicts += [c["vs_baseline"]["verdict"] for c in rep["ceiling"] if "vs_baseline" in c]
-    assert len(verdicts) == 9 and set(verdicts) == {"no significant difference"}, verdicts
     assert all(c["client_vs_server"]["ok"] for c in rep["crosscheck"])
+    first = _verdicts(rep)
+    assert len(first) == 9, first
+    if {d for _, d, _ in first} != {"no significant difference"}:
+        second = _verdicts(_calibrate(env, profile, v))
+        assert {d for _, d, _ in second} == {"no significant difference"}, (first, second)
