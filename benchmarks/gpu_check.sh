@@ -7,18 +7,25 @@
 #   - a 10 GiB spike held for 0.3 s and freed between two scrapes: caught by the peak sampler
 #   - the exporter's own scrape time
 # Usage (from the repository root):  bash benchmarks/gpu_check.sh
-# Missing pure-Python packages (psutil, pyyaml) are installed from ./.gpu-wheels when that folder exists:
-#   pip download -d .gpu-wheels psutil==7.2.2 pyyaml==6.0.4   # on a machine with PyPI, then carry it over
+# A missing psutil (the exporter's only package beyond those) is installed from ./.gpu-wheels when there:
+#   pip download -d .gpu-wheels --only-binary=:all: --platform manylinux2014_x86_64 psutil==7.2.2
+# on a machine with PyPI, then carry the folder over (it is git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 PORT=${PORT:-19400}
 STATE=$(mktemp -d)
+EXPORTER= HOLDER=
 trap 'kill $EXPORTER $HOLDER 2>/dev/null || true; rm -rf "$STATE"' EXIT
+# Wheels go to a folder of their own: the machine's Python may be externally managed (PEP 668).
+export PYTHONPATH="$PWD:$STATE/site"
 
-for mod in psutil yaml prometheus_client pynvml torch; do
+$PY -c 'import sys; print("python", sys.version.split()[0])'
+for mod in psutil prometheus_client pynvml torch; do
   if ! $PY -c "import $mod" 2>/dev/null; then
-    if [ -d .gpu-wheels ]; then $PY -m pip install -q --no-index --find-links .gpu-wheels "${mod/yaml/pyyaml}";
+    # A wheel is a zip: unpacked onto PYTHONPATH it imports, with or without pip on that machine.
+    if ls .gpu-wheels/"$mod"-*.whl >/dev/null 2>&1; then
+      $PY -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' .gpu-wheels/"$mod"-*.whl "$STATE/site"
     else echo "gpu_check: python module $mod is missing (see the header for .gpu-wheels)"; exit 2; fi
   fi
 done
@@ -43,11 +50,11 @@ EOF
 HOLDER=$!
 for _ in $(seq 120); do [ -f "$STATE/tfgpu-check/modelserver.pid" ] && break; sleep 0.5; done
 
-PYTHONPATH=. $PY -m exporter --port "$PORT" --state-dir "$STATE" --docker off --sample-interval 0.05 &
+$PY -m exporter --port "$PORT" --state-dir "$STATE" --docker off --sample-interval 0.05 &
 EXPORTER=$!
 for _ in $(seq 60); do curl -sf "http://127.0.0.1:$PORT/metrics" >/dev/null && break; sleep 0.5; done
 
-PYTHONPATH=. $PY - "$PORT" "$HOLDER" <<'EOF'
+$PY - "$PORT" "$HOLDER" <<'EOF'
 import os, signal, sys, time, urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 port, holder = sys.argv[1], int(sys.argv[2])
