@@ -63,7 +63,7 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
                 continue
             one = measure_one(python, model_dir, rows, 1, window_s, getattr(serving, "cpus", None))
             pid = one.pop("pid", None)
-            got = done.setdefault(name, {**one, "rows_per_s": {r: [] for r in one["rows_per_s"]}, "pids": []})
+            got = done.setdefault(name, {**one, "rows_per_s": {r: [] for r in one["rows_per_s"]}})
             for r, v in one["rows_per_s"].items():
                 got["rows_per_s"][r] += v
             got.setdefault("pids", []).append(pid)
