@@ -5,7 +5,7 @@ VERSIONS ?= $(VERSION)
 RUNTIME  ?= auto
 export VERSION VERSIONS RUNTIME
 
-.PHONY: setup demo up down status load watch compare calibrate report baseline regress scenario sweep exporter images k8s test clean
+.PHONY: setup demo up down status load watch compare calibrate report baseline regress scenario sweep doctor exporter images k8s test clean
 
 .venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -55,14 +55,17 @@ scenario: setup                 ## make scenario NAME=batching|protocols|hot-upd
 sweep: setup                    ## make sweep VERSION=2.9 MAX_BATCH="8 32 128" TIMEOUT_US="0 2000 10000" THREADS="2 4 8"
 	$(PY) -m analysis scenario sweep --versions "$(VERSION)"
 
+doctor: setup                   ## make doctor [VERSIONS=..] | TARGETS="..": each server's metrics as the rules, panels and compare read them
+	$(PY) -m stack doctor --versions "$(VERSIONS)"
+
 exporter: setup                 ## the GPU/CPU exporter on 127.0.0.1:9400 (foreground)
 	$(PY) -m exporter --port 9400
 
 k8s: setup                      ## make k8s VERSIONS="2.9 2.21" [GPU=1] [OUT=deploy/k8s/generated] [MODEL_BASE_PATH=gs://...]: Kubernetes manifests (docs/kubernetes.md)
 	$(PY) -m stack k8s --versions "$(if $(filter command line environment,$(origin VERSIONS)),$(VERSIONS),2.9 2.21)"
 
-images: setup                   ## build docker-compose.yml's images offline (debootstrap); prints the IMAGE variables
-	$(PY) -m stack images
+images: setup                   ## make images VERSIONS="2.12 2.21": the compose file's images built offline (debootstrap); prints the export lines
+	$(PY) -m stack images $(if $(filter command line environment,$(origin VERSIONS)),--versions "$(VERSIONS)")
 
 test: setup                     ## the whole test suite (first run creates the TF venvs)
 	$(PY) -m pytest -q

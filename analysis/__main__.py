@@ -57,7 +57,7 @@ def _compare(a, reg, versions, log=print) -> int:
     from analysis.report import write
     from stack import placement
     from stack.runtime import pick_runtime
-    from stack.serving import LocalServing
+    from stack.serving import serving_for
 
     if getattr(a, "targets", ""):
         serving, runtime = _external(a, reg), "external"
@@ -68,12 +68,9 @@ def _compare(a, reg, versions, log=print) -> int:
         settings = settings_from(a, versions)
         _check_rows_fit_batches(settings)
         runtime = pick_runtime(a.runtime)
-        if runtime != "local":
-            raise ValueError("compare brings its servers up in the local runtime; for servers started otherwise "
-                             "(docker, a cluster) give their addresses: TARGETS=\"2.9=grpc://host:8500,rest://host:8501"
-                             " ...\" PROMETHEUS=http://host:9090")
         place = placement.plan(None, placement.isolate_from_env())
-        serving = LocalServing(reg, versions, a.model or None, cpus=place.servers if place.isolated else None, log=log)
+        serving = serving_for(runtime, reg, versions, a.model or None, cpus=place.servers if place.isolated else None,
+                              log=log)
     t0 = time.time()
     log(f"compare {' '.join(settings.versions)}: profile {settings.profile.name}, {settings.repeat} repeats, rows "
         f"{'/'.join(map(str, settings.rows))}, batching {'/'.join(map(plan.batching_name, settings.batching))}, "
@@ -118,6 +115,8 @@ def cmd_scenario(a) -> int:
     from analysis.scenario_report import run
     from loadgen.app import check_writable
     from stack.registry import load_registry
+    from stack.runtime import pick_runtime
+    from stack.serving import serving_for
 
     reg = load_registry()
     versions = reg.select(a.versions)
@@ -129,8 +128,11 @@ def cmd_scenario(a) -> int:
     if min(opts["max_batch"]) < 1 or min(opts["threads"]) < 1 or a.concurrency < 1 or a.rate <= 0:
         raise ValueError("MAX_BATCH, THREADS, CONCURRENCY and RATE must be positive")
     check_writable(str(runstore.results_dir() / "probe"))
-    print(f"scenario {a.name}: {' '.join(v.name for v in versions)}, profile {profile.name}, {a.repeat} repeat(s)")
-    res = run(a.name, reg, versions, profile, a.repeat, opts)
+    runtime = pick_runtime(a.runtime)
+    print(f"scenario {a.name}: {' '.join(v.name for v in versions)}, profile {profile.name}, {a.repeat} repeat(s), "
+          f"runtime {runtime}")
+    serving = serving_for(runtime, reg, versions, log=print)
+    res = run(a.name, serving, profile, a.repeat, opts, runtime)
     print(open(res["files"]["md"]).read())
     print(f"written: {res['files']['md']} and scenario.json")
     return 0
@@ -172,7 +174,8 @@ def cmd_regress(a) -> int:
     from analysis.report import build
     from stack import placement
     from stack.registry import load_registry
-    from stack.serving import LocalServing
+    from stack.runtime import pick_runtime
+    from stack.serving import serving_for
 
     base = baseline.load(a.baseline)
     reg = load_registry()
@@ -182,8 +185,10 @@ def cmd_regress(a) -> int:
     settings = Settings((version.name,), tuple(cfg["rows"]), tuple(cfg["batching"]), tuple(cfg["protocols"]),
                         profile, cfg["repeat"], cfg["sla_p99_ms"])
     place = placement.plan(None, placement.isolate_from_env())
-    serving = LocalServing(reg, [version], a.model or None, cpus=place.servers if place.isolated else None)
-    run = run_compare(settings, serving, place, "", "local", a.model or None, log=lambda *_: None)
+    runtime = pick_runtime(a.runtime)
+    serving = serving_for(runtime, reg, [version], a.model or None, cpus=place.servers if place.isolated else None,
+                          log=lambda *_: None)
+    run = run_compare(settings, serving, place, "", runtime, a.model or None, log=lambda *_: None)
     current = build(run["run_id"], log=lambda *_: None)
     rows = baseline.gate(base, current, version.name, a.tolerance)
     if not rows:
@@ -239,6 +244,7 @@ def main(argv=None) -> int:
     g.add_argument("--version", required=True)
     g.add_argument("--tolerance", type=float, default=0.10)
     g.add_argument("--model", default=os.environ.get("MODEL", ""))
+    g.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
     sc = sub.add_parser("scenario", help="batching on/off, REST vs gRPC, the batching sweep, a hot model update")
     sc.add_argument("name", choices=["batching", "protocols", "sweep", "hot-update"])
     sc.add_argument("--versions", default=os.environ.get("VERSIONS") or os.environ.get("VERSION") or "2.9")
@@ -250,6 +256,7 @@ def main(argv=None) -> int:
     sc.add_argument("--concurrency", type=int, default=int(os.environ.get("CONCURRENCY", "32")),
                     help="sweep: closed-loop level of every measurement")
     sc.add_argument("--rate", type=float, default=float(os.environ.get("RATE", "100")), help="hot-update: req/s")
+    sc.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
     a = p.parse_args(argv)
     try:
         return {"compare": cmd_compare, "calibrate": cmd_calibrate, "report": cmd_report, "query": cmd_query, "baseline": cmd_baseline,

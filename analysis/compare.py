@@ -19,7 +19,7 @@ from loadgen.app import build_payloads, check_writable, measure
 from loadgen.cli import new_run_id
 from loadgen.scenario import Load, Payload, Scenario, Target, check
 from loadgen.search import search_one
-from stack import ports
+from stack import ports, preflight
 from stack.promconfig import SCRAPE_INTERVAL_S
 
 # A server idle this long before and after its cell has a Prometheus sample on each side taken
@@ -99,6 +99,15 @@ def measure_cell(c: dict, server, settings: Settings, run_id: str, payload: byte
     return out
 
 
+def container_usage(before: dict, after: dict | None, seconds: float) -> dict | None:
+    """A cell's container from its cgroup: memory at the end, the peak so far, CPU over warmup + window."""
+    if not after:
+        return None
+    return {"container": after["container"], "image": after["image"], "memory_bytes": after["memory_bytes"],
+            "memory_peak_bytes": after["memory_peak_bytes"],
+            "cpu_cores": (after["cpu_s"] - before["cpu_s"]) / seconds if seconds > 0 else None}
+
+
 def _describe(c: dict, m: dict) -> str:
     st, b = m["client"], m["breakdown"] or {}
     tf = f", TF {b['runtime_ms']:.2f} ms of {st['latency_ms'].get('avg', 0):.2f}" if b.get("runtime_ms") else ""
@@ -146,7 +155,7 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
         t0 = time.time()
         serving.up(batching)
         _busy(run, by_name, t0)
-        for s in serving.servers if batching == settings.batching[0] and serving.kind == "local" else []:
+        for s in serving.servers if batching == settings.batching[0] and serving.kind != "external" else []:
             if s.name not in run["cold_start"]:
                 t0 = time.time()
                 run["cold_start"][s.name] = cs = serving.cold_start(s, batching)
@@ -168,7 +177,14 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
             idle_since = last_seen.get(server.name)
             if idle_since is not None:  # the server idle on both edges of its Prometheus samples
                 time.sleep(max(0.0, idle_since + IDLE_EDGE_S - time.time()))
+            before = serving.resources(server) if serving.kind == "docker" else None
             m = measure_cell(c, server, settings, run_id, payloads[pkey])
+            if server.name not in run.setdefault("preflight", {}):  # after its first cell: every family exists
+                run["preflight"][server.name] = lines = preflight.check(server, c["batching"])
+                for line in lines:
+                    log(f"  preflight: {line}")
+            if before is not None:
+                m["container"] = container_usage(before, serving.resources(server), m["end"] - m["warmup_start"])
             last_seen[server.name] = time.time()
             run["cells"][plan.key(c)] = m
             runstore.save(run)

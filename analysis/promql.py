@@ -59,12 +59,13 @@ def window(cell: dict, url: str | None = None) -> dict:
     return out
 
 
-def counter_samples(metric: str, version: str, start: float, end: float, url: str | None = None) -> list | None:
-    """[(timestamp, value)] of a counter summed over its series, raw samples as scraped (no
-    rate, no extrapolation) for one version over [start, end]. None: Prometheus did not answer."""
+def counter_samples(selectors: list, version: str, start: float, end: float, url: str | None = None) -> list | None:
+    """[(timestamp, value)] of counters summed over their series, raw samples as scraped (no
+    rate, no extrapolation) for one version over [start, end]. selectors: PromQL series selectors
+    without their closing brace ('name{label!=""'). None: Prometheus did not answer."""
     span = max(1, math.ceil(end - start))
     try:
-        res = instant(f'{metric}{{version="{version}"}}[{span}s]', end, url)
+        res = [r for sel in selectors for r in instant(f'{sel},version="{version}"}}[{span}s]', end, url)]
         up = instant(f'up{{version="{version}"}}[{span}s]', end, url)
     except (OSError, ValueError):
         return None

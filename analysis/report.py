@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from analysis import promql, reconcile, rows as rows_mod, runstore
+from analysis import counters, promql, reconcile, rows as rows_mod, runstore
 from analysis.report_html import html_page
 from analysis.report_text import csv_text, markdown
 from loadgen.summary import write_json_atomic
@@ -26,7 +26,7 @@ def checks(run: dict, url: str | None = None) -> list:
         if v not in samples:
             spans = activity.get(v, [])
             start, end = min(a for a, _ in spans) - 60, max(b for _, b in spans) + 60
-            samples[v] = promql.counter_samples(":tensorflow:serving:request_count", v, start, end, url)
+            samples[v] = promql.counter_samples(counters.INFERENCE_SELECTORS, v, start, end, url)
         out.append({"cell": k, "valid": cell["valid"], "client_vs_server": reconcile.client_vs_server(cell),
                     "server_vs_prometheus": reconcile.server_vs_prometheus(cell, samples[v], activity.get(v, []))})
     return out

@@ -72,18 +72,26 @@ def markdown(rep: dict) -> str:
                    f"{_fmt(r['error_ratio'], 4)} | {_fmt(r['rss_mib'], 0)} | {_fmt(r['cpu_s_per_1k'])} | "
                    f"{_vs(r, 'achieved_qps', base)} | {_vs(r, 'p99_ms', base)} |")
     out += ["", "## Where the time goes (mean ms per request)", "",
-            "client = transport + server; server = front end + queue + TF runtime (server's own counters, exact "
-            "over each window). TF runtime vs base is the verdict on TensorFlow itself.", "",
+            "client = transport + server; server = front end + queue + TF runtime (the server's own counters read "
+            "at each window's edges, inference requests only: the healthchecks' status GETs are left out). TF Serving "
+            "prints each `_sum` with six significant digits, so a stage's mean is exact to ± the last column (both "
+            "readings' rounding over the window's requests; it grows with the server's lifetime total). TF runtime "
+            "vs base is the verdict on TensorFlow itself.", "",
             "| batching | rows | protocol | load | version | " + " | ".join(LABELS[b] for b in BREAKDOWN)
-            + " | TF share | TF runtime vs base | client vs base |", "|" + "---|" * (len(BREAKDOWN) + 8)]
+            + " | TF share | TF runtime vs base | client vs base | ± ms |", "|" + "---|" * (len(BREAKDOWN) + 9)]
     for r in rep["rows"]:
         rt, cl = r["runtime_ms"]["mean"], r["client_ms"]["mean"]
         share = f"{rt / cl:.0%}" if rt is not None and cl else "n/a"
+        prec = (r.get("precision_ms") or {}).get("mean")
         out.append(f"| {load_name(r)} | {r['version']} | " + " | ".join(_fmt(r[b], 3) for b in BREAKDOWN)
-                   + f" | {share} | {_vs(r, 'runtime_ms', base)} | {_vs(r, 'client_ms', base)} |")
+                   + f" | {share} | {_vs(r, 'runtime_ms', base)} | {_vs(r, 'client_ms', base)} | "
+                   + ("n/a" if prec is None else f"{prec:.4f}") + " |")
+    out += containers(rep)
+    pip = " The servers ran in containers; the ceiling ran in each version's local venv on the host: the pip build "\
+          "of its TensorFlow release, not the TensorFlow inside TF Serving's image." if cfg.get("runtime") == "docker" else ""
     out += ["", "## TensorFlow ceiling (in-process, the version's own runtime, no serving path)", "",
             "Mean ± 95% CI over fresh processes, one window each (two processes of one build differ more than "
-            "two windows of one process).", "",
+            "two windows of one process)." + pip, "",
             "| rows | version | TensorFlow | rows/s | vs base |", "|---|---|---|---|---|"]
     for c in rep["ceiling"]:
         d = c.get("vs_baseline")
@@ -96,7 +104,10 @@ def markdown(rep: dict) -> str:
             for k, v in sorted(rep["max_stable_qps"].items())]
     out += ["", "## Cold start", ""]
     out += [f"- {v}: AVAILABLE after {c['to_available_s']:.1f} s, first predict after {c['to_first_predict_s']:.1f} s "
-            f"(first request {c['first_request_ms']:.1f} ms)" for v, c in sorted(rep["cold_start"].items())]
+            f"(first request {c['first_request_ms']:.1f} ms)"
+            + (f"; the container was created in {c['container_create_s']:.1f} s before it started (the engine's copy "
+               "of the image: not part of TF Serving's start)" if c.get("container_create_s") is not None else "")
+            for v, c in sorted(rep["cold_start"].items())]
     out += reconciliation(rep)
     out += statistics(rep)
     env = rep["environment"]
@@ -104,6 +115,21 @@ def markdown(rep: dict) -> str:
             f"{env['driver']}); runtime {env['runtime']}; commit {env['git_commit'][:12]}; TensorFlow: "
             + ", ".join(f"{k}: {v}" + _python(rep, k) for k, v in env["tensorflow"].items())]
     return "\n".join(out) + "\n"
+
+
+def containers(rep: dict) -> list:
+    """Memory and CPU per container (docker runtime: each cell's cgroup, read by the docker engine)."""
+    got = [r for r in rep["rows"] if (r.get("container_mib") or {}).get("mean") is not None]
+    if not got:
+        return []
+    out = ["", "## Memory and CPU per container (cgroup)", "",
+           "Memory at the end of each window (page cache left out), the container's peak since it started (where "
+           "the engine reports one: cgroup v1), and CPU cores busy over warmup + window.", "",
+           "| batching | rows | protocol | load | version | memory MiB | peak MiB | CPU cores |", "|" + "---|" * 8]
+    for r in got:
+        out.append(f"| {load_name(r)} | {r['version']} | {_fmt(r['container_mib'], 0)} | "
+                   f"{_fmt(r['container_peak_mib'], 0)} | {_fmt(r['container_cpu_cores'], 2)} |")
+    return out
 
 
 def reconciliation(rep: dict) -> list:

@@ -15,7 +15,8 @@ BREAKDOWN = ["client_ms", "transport_ms", "server_ms", "frontend_ms", "queue_ms"
 # Compared with the baseline: (figure, higher is better, test)
 COMPARED = [("achieved_qps", True, stats.welch), ("p99_ms", False, stats.mann_whitney)] + \
            [(b, False, stats.welch) for b in BREAKDOWN]
-DESCRIBED = ["rows_per_s", "efficiency", "p50_ms", "p90_ms", "p95_ms", "error_ratio", "rss_mib", "gpu_mib", "cpu_s_per_1k"]
+DESCRIBED = ["rows_per_s", "efficiency", "p50_ms", "p90_ms", "p95_ms", "error_ratio", "rss_mib", "gpu_mib", "cpu_s_per_1k",
+             "precision_ms", "container_mib", "container_peak_mib", "container_cpu_cores"]
 
 
 def ceiling_values(run: dict, version: str, rows: int) -> list:
@@ -33,7 +34,16 @@ def cell_values(cell: dict, prom: dict, ceiling_mean: float | None) -> dict:
             **{k: b.get(k) for k in BREAKDOWN}, "error_ratio": st["error_ratio"],
             "rss_mib": prom["rss_bytes"] / 2**20 if prom.get("rss_bytes") is not None else None,
             "gpu_mib": prom["gpu_bytes"] / 2**20 if prom.get("gpu_bytes") is not None else None,
-            "cpu_s_per_1k": cpu / st["completed"] * 1000 if cpu is not None and st["completed"] else None}
+            "cpu_s_per_1k": cpu / st["completed"] * 1000 if cpu is not None and st["completed"] else None,
+            "precision_ms": b.get("precision_ms"), **_container(cell.get("container"))}
+
+
+def _container(c: dict | None) -> dict:
+    """A docker cell's container figures (its cgroup); None elsewhere."""
+    c = c or {}
+    mib = {k: c[k] / 2**20 if c.get(k) is not None else None for k in ("memory_bytes", "memory_peak_bytes")}
+    return {"container_mib": mib["memory_bytes"], "container_peak_mib": mib["memory_peak_bytes"],
+            "container_cpu_cores": c.get("cpu_cores")}
 
 
 def _compare(values: list, base: list, test, higher_is_better: bool) -> dict:

@@ -24,7 +24,7 @@ def _side_by_side(rows: list, a: str, b: str, la: str, lb: str) -> list:
 
 
 def markdown(name: str, res: dict) -> str:
-    out = [f"# Scenario: {name}, run {res['run_id']}", ""]
+    out = [f"# Scenario: {name}, run {res['run_id']}, runtime {res.get('runtime', 'local')}", ""]
     if name == "batching":
         out += _side_by_side(res["rows"], "off", "on", "off", "on")
     elif name == "protocols":
@@ -55,24 +55,24 @@ def markdown(name: str, res: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def run(name: str, reg, versions: list, profile, repeat: int, opts: dict, log=print) -> dict:
+def run(name: str, serving, profile, repeat: int, opts: dict, runtime: str, log=print) -> dict:
     from analysis import scenarios
     from loadgen.cli import new_run_id
 
     run_id = f"{name}-{new_run_id()}"
     if name == "batching":
-        res = scenarios.batching_on_off(reg, versions, profile, repeat, run_id, log)
+        res = scenarios.batching_on_off(serving, profile, repeat, run_id, log)
     elif name == "protocols":
-        res = scenarios.protocols(reg, versions, profile, repeat, run_id, log)
+        res = scenarios.protocols(serving, profile, repeat, run_id, log)
     elif name == "sweep":
-        if len(versions) != 1:
+        if len(serving.servers) != 1:
             raise ValueError("the sweep tunes one version: VERSION=2.9")
-        res = scenarios.sweep(reg, versions[0], profile, repeat, run_id, opts["max_batch"], opts["timeout_us"],
+        res = scenarios.sweep(serving, profile, repeat, run_id, opts["max_batch"], opts["timeout_us"],
                               opts["threads"], opts["concurrency"], log)
     else:
-        res = scenarios.hot_update(reg, versions, profile, run_id, opts["rate"], log=log)
+        res = scenarios.hot_update(serving, profile, run_id, opts["rate"], log=log)
     res.update(run_id=run_id, scenario=name, created=time.time(), profile=profile.__dict__, repeat=repeat,
-               environment=runstore.environment(versions, "local"))
+               runtime=runtime, environment=runstore.environment(serving.servers, runtime))
     d = runstore.run_dir(run_id)
     write_json_atomic(str(d / "scenario.json"), res)
     write_atomic(d / "scenario.md", markdown(name, res))

@@ -1,4 +1,5 @@
-"""The seeds' scenarios, each a small protocol of its own, in the local runtime:
+"""The seeds' scenarios, each a small protocol of its own, on the servers of a Serving (local
+processes or docker containers; stack/serving.py), which they restart through it only:
 
     batching    batching on vs off, same version, closed-loop levels side by side
     protocols   REST vs gRPC, same version, side by side
@@ -21,9 +22,8 @@ from analysis import counters, runstore
 from analysis.compare import Edges, scenario as cell_scenario
 from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure
-from stack import local, ports, procs
-from stack.serving import local_server
 from stack.procs import write_atomic
+from stack.serving import model_states
 
 BATCHING = ("max_batch_size {{ value: {b} }}\nbatch_timeout_micros {{ value: {t} }}\n"
             "num_batch_threads {{ value: {k} }}\nmax_enqueued_batches {{ value: 1000 }}\n")
@@ -33,57 +33,55 @@ def _quiet(*_):
     pass
 
 
-def restart(version, reg, batching: bool = True, batching_file=None, model_path=None) -> None:
-    procs.stop(local.version_dir(version) / "modelserver.pid")
-    local.up_version(version, reg, batching=batching, batching_file=batching_file, model_path=model_path,
-                     log=_quiet)
-
-
-def measure_cell(version, protocol: str, concurrency: int, p: Profile, run_id: str, repeat: int) -> dict:
+def measure_cell(server, protocol: str, concurrency: int, p: Profile, run_id: str, repeat: int,
+                 batching: bool = True) -> dict:
     """Closed loop at `concurrency`, `repeat` windows: mean QPS and P99, total errors, validity, and
     the mean batch the server ran in the steady windows (its own counters; None without batching)."""
-    server = local_server(version)
     s = cell_scenario(server, protocol, "closed", concurrency, p, run_id)
     s.metrics_port = 0
     payloads = build_payloads(s)
-    steady, rows, batches = [], 0.0, 0.0
+    steady, total = [], {}
     for _ in range(repeat):
         edges = Edges(server.metrics_url)
         steady.append(measure(s, payloads, boundary=edges)["targets"][0]["phases"]["steady"])
         d = (edges.server() or {}).get("steady")
+        for k in ("batch_rows_sum", "batches", "graph_runs", "requests_ok") if d else ():
+            total[k] = total.get(k, 0.0) + d[k]
         if d:
-            rows, batches = rows + d["batch_rows_sum"], batches + d["batches"]
+            total["batch_histogram"] = d["batch_histogram"]
     return {"qps": sum(x["achieved_qps"] for x in steady) / repeat,
             "p99_ms": sum(x["latency_ms"].get("p99", 0) for x in steady) / repeat,
             "errors": sum(sum(x["errors"].values()) for x in steady), "valid": all(x["valid"] for x in steady),
-            "mean_batch": counters.mean_batch({"batch_rows_sum": rows, "batches": batches})}
+            "mean_batch": counters.mean_batch(total, s.payload.batch_size) if batching and total else None,
+            "mean_batch_source": counters.mean_batch_source(total) if batching and total else "batching off"}
 
 
-def batching_on_off(reg, versions, p: Profile, repeat: int, run_id: str, log=print) -> dict:
+def batching_on_off(serving, p: Profile, repeat: int, run_id: str, log=print) -> dict:
     rows = []
-    for v in versions:
+    for server in serving.servers:
         got = {}
         for on in (False, True):
-            restart(v, reg, batching=on)
-            got[on] = {c: measure_cell(v, "rest", c, p, run_id, repeat) for c in p.concurrency}
+            serving.restart(server, batching=on)
+            got[on] = {c: measure_cell(server, "rest", c, p, run_id, repeat, on) for c in p.concurrency}
         for c in p.concurrency:
             off, on = got[False][c], got[True][c]
-            rows.append({"version": v.name, "concurrency": c, "off": off, "on": on,
+            rows.append({"version": server.name, "concurrency": c, "off": off, "on": on,
                          "qps_ratio": on["qps"] / off["qps"] if off["qps"] else None})
-            log(f"  {v.name} c{c}: batching off {off['qps']:.0f} req/s p99 {off['p99_ms']:.1f} ms | "
+            log(f"  {server.name} c{c}: batching off {off['qps']:.0f} req/s p99 {off['p99_ms']:.1f} ms | "
                 f"on {on['qps']:.0f} req/s p99 {on['p99_ms']:.1f} ms")
-        restart(v, reg, batching=True)  # leave the stack as `make up` makes it
+        serving.restart(server, batching=True)  # leave the stack as `make up` makes it
     return {"rows": rows}
 
 
-def protocols(reg, versions, p: Profile, repeat: int, run_id: str, log=print) -> dict:
+def protocols(serving, p: Profile, repeat: int, run_id: str, log=print) -> dict:
     rows = []
-    for v in versions:
+    serving.up(batching=True)
+    for server in serving.servers:
         for c in p.concurrency:
-            r, g = (measure_cell(v, proto, c, p, run_id, repeat) for proto in ("rest", "grpc"))
-            rows.append({"version": v.name, "concurrency": c, "rest": r, "grpc": g,
+            r, g = (measure_cell(server, proto, c, p, run_id, repeat) for proto in ("rest", "grpc"))
+            rows.append({"version": server.name, "concurrency": c, "rest": r, "grpc": g,
                          "qps_ratio": g["qps"] / r["qps"] if r["qps"] else None})
-            log(f"  {v.name} c{c}: REST {r['qps']:.0f} req/s p99 {r['p99_ms']:.1f} ms | "
+            log(f"  {server.name} c{c}: REST {r['qps']:.0f} req/s p99 {r['p99_ms']:.1f} ms | "
                 f"gRPC {g['qps']:.0f} req/s p99 {g['p99_ms']:.1f} ms")
     return {"rows": rows}
 
@@ -94,8 +92,10 @@ def pareto(points: list) -> list:
                                          (b["qps"], b["p99_ms"]) != (a["qps"], a["p99_ms"]) for b in points)]
 
 
-def sweep(reg, version, p: Profile, repeat: int, run_id: str, max_batch, timeout_us, threads, concurrency: int,
+def sweep(serving, p: Profile, repeat: int, run_id: str, max_batch, timeout_us, threads, concurrency: int,
           log=print) -> dict:
+    """One batching file per combination under the run's directory; the server restarted on each."""
+    server = serving.servers[0]
     configs = runstore.run_dir(run_id) / "batching"
     configs.mkdir(parents=True, exist_ok=True)
     points = []
@@ -103,29 +103,29 @@ def sweep(reg, version, p: Profile, repeat: int, run_id: str, max_batch, timeout
     for i, (b, t, k) in enumerate(combos, 1):
         f = configs / f"b{b}-t{t}-k{k}.config"
         write_atomic(f, BATCHING.format(b=b, t=t, k=k))
-        restart(version, reg, batching=True, batching_file=f)
-        m = measure_cell(version, "rest", concurrency, p, run_id, repeat)
+        f.chmod(0o644)  # a container's server runs as another user
+        serving.restart(server, batching=True, batching_file=f)
+        m = measure_cell(server, "rest", concurrency, p, run_id, repeat)
         points.append({"max_batch_size": b, "batch_timeout_micros": t, "num_batch_threads": k, **m})
         log(f"  [{i}/{len(combos)}] max_batch {b} timeout {t} us threads {k}: {m['qps']:.0f} req/s, "
             f"p99 {m['p99_ms']:.1f} ms, mean batch {m['mean_batch'] or 0:.1f}" + ("" if m["valid"] else " (invalid)"))
-    restart(version, reg, batching=True)
+    serving.restart(server, batching=True)
     ok = [x for x in points if x["valid"] and x["errors"] == 0 and x["p99_ms"] <= p.sla_p99_ms]
-    return {"version": version.name, "concurrency": concurrency, "points": points, "pareto": pareto(points),
+    return {"version": server.name, "concurrency": concurrency, "points": points, "pareto": pareto(points),
             "best": max(ok, key=lambda x: x["qps"]) if ok else None, "sla_p99_ms": p.sla_p99_ms}
 
 
-def hot_update(reg, versions, p: Profile, run_id: str, rate: float = 100.0, phase_s: float = 6.0,
-               log=print) -> dict:
-    """Three constant-rate phases; the new version is dropped at the start of the second."""
-    from models.prepare import ensure_example_model
-
+def hot_update(serving, p: Profile, run_id: str, rate: float = 100.0, phase_s: float = 6.0, log=print) -> dict:
+    """Three constant-rate phases; a new version directory is written into the served (mounted)
+    base path at the start of the second."""
     rows = []
-    for v in versions:
-        base = runstore.run_dir(run_id) / "models" / f"tf{v.name}"
+    for server in serving.servers:
+        _, model_dir = serving.ceiling_command(server)  # the example export's newest version directory
+        base = runstore.run_dir(run_id) / "models" / f"tf{server.name}"
         shutil.rmtree(base, ignore_errors=True)
-        shutil.copytree(ensure_example_model(v, reg, log=_quiet) / "1", base / "1")
-        restart(v, reg, model_path=str(base))
-        s = cell_scenario(local_server(v), "rest", "constant", rate, p, run_id)
+        shutil.copytree(model_dir, base / "1")
+        serving.restart(server, batching=True, model_path=str(base))
+        s = cell_scenario(server, "rest", "constant", rate, p, run_id)
         s.metrics_port, s.load.steps, s.load.step_duration, s.load.warmup = 0, [rate] * 3, phase_s, 1.0
         payloads = build_payloads(s)
         result = {}
@@ -136,7 +136,7 @@ def hot_update(reg, versions, p: Profile, run_id: str, rate: float = 100.0, phas
             shutil.copytree(base / "1", base / ".incoming")
             (base / ".incoming").rename(base / "2")  # atomic: the poller never sees half a version
             while time.monotonic() - dropped < 2 * phase_s:
-                states = local.version_states(ports.rest(v), local.MODEL_NAME)
+                states = model_states(server)
                 if states.get("2") == "AVAILABLE" and states.get("1") in ("END", None):
                     result["switched"] = time.monotonic() - dropped
                     return
@@ -148,14 +148,14 @@ def hot_update(reg, versions, p: Profile, run_id: str, rate: float = 100.0, phas
         switched = result.get("switched")
         phases = summary["targets"][0]["phases"]
         before, during, after = (phases[f"step{i}"] for i in (1, 2, 3))
-        row = {"version": v.name, "rate": rate, "switch_s": switched,
+        row = {"version": server.name, "rate": rate, "switch_s": switched,
                "errors": sum(sum(ph["errors"].values()) for ph in phases.values()),
                "p99_ms": {"before": before["latency_ms"].get("p99"), "during": during["latency_ms"].get("p99"),
                           "after": after["latency_ms"].get("p99")},
                "max_ms_during": during["latency_ms"].get("max")}
         rows.append(row)
-        log(f"  {v.name}: switched in {switched if switched is None else round(switched, 2)} s, "
+        log(f"  {server.name}: switched in {switched if switched is None else round(switched, 2)} s, "
             f"{row['errors']} errors, p99 before/during/after {row['p99_ms']['before']:.1f}/"
             f"{row['p99_ms']['during']:.1f}/{row['p99_ms']['after']:.1f} ms")
-        restart(v, reg)  # back to the example model
+        serving.restart(server, batching=True)  # back to the example model
     return {"rows": rows}

@@ -113,6 +113,8 @@ def notes(rep: dict) -> list:
                    "the load generator's own CPU time; the TF runtime and ceiling figures do not.")
     elif pl:
         out.append(f"> Placement: load generator on cores {pl['client']}, model servers on cores {pl['servers']}.")
+    for lines in ((rep.get("_run") or {}).get("preflight") or {}).values():
+        out += [f"> **Preflight:** {line}" for line in lines]
     if rep["config"].get("runtime") == "external":
         out.append(f"> **Servers started elsewhere** (TARGETS), scraped by {rep['config'].get('prometheus')}: their "
                    "batching is as deployed, no cold start was timed, and client and servers may not share a machine.")

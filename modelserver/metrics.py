@@ -11,6 +11,7 @@ writer always appends; dashboards written for TF Serving match these names.
 from __future__ import annotations
 
 import bisect
+import re
 import threading
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -28,8 +29,9 @@ def _escape(v: str) -> str:
 
 
 def _num(v: float) -> str:
-    v = float(v)
-    return str(int(v)) if v.is_integer() else repr(v)
+    """A double as TF Serving's exporter prints a histogram's `_sum` (absl::StrCat: six significant
+    digits): what readers of a real server get, so the drop-in cannot be more precise than it."""
+    return format(float(v), ".6g")
 
 
 def exponential_buckets(scale: float, growth: float, count: int) -> list:
@@ -37,10 +39,21 @@ def exponential_buckets(scale: float, growth: float, count: int) -> list:
     return [scale * growth ** i for i in range(count)]
 
 
-# request_latency labels its API in lower case, runtime_latency in TF Serving's method names.
+# TF Serving's API label: REST requests carry the URL's verb ("predict"; "" for status and metadata
+# GETs, http_server.cc), gRPC and runtime_latency the method's name ("Predict", prediction_service_impl.cc).
 RUNTIME_API = {"predict": "Predict", "classify": "Classify", "regress": "Regress", "multi_inference": "MultiInference"}
 LATENCY_BUCKETS = exponential_buckets(10, 1.8, 33)  # microseconds, as TF Serving's request_latency
-BATCH_SIZE_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+# processed_batch_size from 2.10: a Sampler with Buckets::Exponential(1, 2, 14) (batching_util.h)
+BATCH_SIZE_BUCKETS = exponential_buckets(1, 2, 14)
+# Before 2.10 it is a PercentileSampler, which the exporter prints as one counter-typed scalar that
+# is always 0 (it prints int64_value; a percentile point has none): no _sum, no _count.
+HISTOGRAM_BATCH_SIZE_FROM = (2, 10)
+
+
+def tf_release(version: str) -> tuple:
+    """(major, minor) of a TensorFlow version string; (99, 0) when unknown (newest behaviour)."""
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else (99, 0)
 
 
 class _Histogram:
@@ -77,10 +90,27 @@ class _Counter:
 
     def render(self, out: list) -> None:
         out.append(f"# HELP {self.name} {self.doc}\n# TYPE {self.name} counter\n")
-        for labels, v in self.cells.items():
-            out.append(f"{self.name}{_labels(self.labelnames, labels)} {_num(v)}\n")
+        for labels, v in self.cells.items():  # TF's counters are int64: printed with %d
+            out.append(f"{self.name}{_labels(self.labelnames, labels)} {int(v)}\n")
         if not self.labelnames and not self.cells:
             out.append(f"{self.name} 0\n")
+
+
+class _PercentileScalar:
+    """A PercentileSampler<0> as TF Serving <= 2.9 exports it: `# TYPE name counter` and `name{} 0`
+    once the first batch created it. The distribution it keeps never reaches the metrics page."""
+
+    labelnames = ()
+
+    def __init__(self, name, doc):
+        self.name, self.doc, self.cells = name, doc, {}
+
+    def observe(self, labels: tuple, value: float) -> None:
+        self.cells[labels] = 0
+
+    def render(self, out: list) -> None:
+        if self.cells:
+            out.append(f"# HELP {self.name} {self.doc}\n# TYPE {self.name} counter\n{self.name}{{}} 0\n")
 
 
 def _fmt(bound: float) -> str:
@@ -91,7 +121,7 @@ def _fmt(bound: float) -> str:
 class ServingMetrics:
     """Every metric the model server exports; `render()` is what the endpoint writes."""
 
-    def __init__(self):
+    def __init__(self, tensorflow: str = ""):
         p = ":tensorflow:serving:"
         self.request_count = _Counter(p + "request_count", "The total number of requests.", ("model_name", "status"))
         self.request_latency = _Histogram(p + "request_latency", "Distribution of wall time (in microseconds) "
@@ -101,8 +131,10 @@ class ServingMetrics:
                                           "for Tensorflow runtime.", ("model_name", "API", "runtime"), LATENCY_BUCKETS)
         self.queuing_latency = _Histogram(p + "batching_session:queuing_latency", "Distribution of wall time spent "
                                           "(in microseconds) in queuing", ("thread_pool_name",), LATENCY_BUCKETS)
-        self.batch_size = _Histogram(p + "batching_session:processed_batch_size", "Distribution of the sizes of the "
-                                     "batches processed", ("thread_pool_name",), BATCH_SIZE_BUCKETS)
+        batch_doc = "Tracks the batch size distribution on processing."
+        self.batch_size = _Histogram(p + "batching_session:processed_batch_size", batch_doc, (), BATCH_SIZE_BUCKETS) \
+            if tf_release(tensorflow) >= HISTOGRAM_BATCH_SIZE_FROM else \
+            _PercentileScalar(p + "batching_session:processed_batch_size", batch_doc)
         self.graph_runs = _Counter(":tensorflow:core:graph_runs", "The number of graph executions used to collect "
                                    "/tensorflow/core/graph_run_time_usecs", ())
         self.graph_run_time = _Counter(":tensorflow:core:graph_run_time_usecs", "The total time spent on executing "
@@ -127,13 +159,20 @@ class ServingMetrics:
         out = []
         with self._lock:  # one consistent snapshot: a histogram's count equals its +Inf bucket
             for m in self._all:
-                if m.cells or not m.labelnames:
+                # processed_batch_size is created by the first batch (a function-local static in TF Serving)
+                if m.cells or (not m.labelnames and m is not self.batch_size):
                     m.render(out)
         return "".join(out).encode()
 
     # ---- what the server calls -------------------------------------------
     def request(self, model: str, api: str, entrypoint: str, status: str, latency_s: float) -> None:
-        """TF Serving counts every request but records latency for successful ones only."""
+        """TF Serving counts every request, REST status and metadata GETs too (api ""), but records
+        latency for successful ones only; gRPC labels the API by method name; MultiInference records
+        neither (prediction_service_impl.cc)."""
+        if entrypoint == "GRPC":
+            if api == "multi_inference":
+                return
+            api = RUNTIME_API.get(api, api)
         with self._lock:
             self.request_count.inc((model, status))
             if status == "OK":
@@ -150,7 +189,7 @@ class ServingMetrics:
     def batch(self, pool: str, size: int, queued_s: list, model: str, task_runtimes: list, seconds: float) -> None:
         """One batch: its size, each task's wait in the queue and runtime, its one TF execution."""
         with self._lock:
-            self.batch_size.observe((pool,), size)
+            self.batch_size.observe((), size)
             for q in queued_s:
                 self.queuing_latency.observe((pool,), q * 1e6)
             for api, runtime_s in task_runtimes:

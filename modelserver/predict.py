@@ -2,9 +2,8 @@
 
 REST awaits the async methods on its event loop; gRPC calls the *_blocking ones in its handler
 thread, where the TF call runs without a hop to another thread (TF Serving's own request threads
-run the session the same way). Every request is counted with its status under its API label
-("predict", "classify", "regress", "multi_inference"); latency is recorded for successful ones
-only, as TF Serving does.
+run the session the same way). Every request is counted with its status; latency is recorded for
+successful ones only, as TF Serving does (metrics.request gives each entrypoint its API label).
 """
 from __future__ import annotations
 

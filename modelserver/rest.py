@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 
 import orjson
 from aiohttp import web
@@ -135,13 +136,25 @@ class RestAPI:
                 return await self._classify_regress(request, m["verb"], m["name"], version, m["label"])
             if request.method != "GET":
                 raise ServingError("NOT_FOUND", f"Malformed request: {request.method} {path}")
+            return self._get(m, version)
+        except ServingError as e:
+            return _error(e)
+
+    def _get(self, m, version) -> web.Response:
+        """Status and metadata: counted as TF Serving counts them (request_count, and request_latency
+        with API "" when OK), so healthchecks and probes show on the metrics page as on a real server."""
+        t0, status = time.perf_counter(), "OK"
+        try:
             if m["meta"]:
                 return self._metadata(m["name"], version, m["label"])
             if m["label"] is not None:
                 version = self.manager.label_version(m["name"], m["label"])
             return self._status(m["name"], version)
         except ServingError as e:
-            return _error(e)
+            status = e.code
+            raise
+        finally:
+            self.metrics.request(self.api.label(m["name"]), "", "REST", status, time.perf_counter() - t0)
 
     def _too_large(self) -> web.Response:
         too_large = {"error": f"request body larger than {self.max_body_bytes} bytes"}

@@ -47,7 +47,9 @@ async def serve(args) -> None:
     from modelserver import tensors
 
     tensors.MAX_TENSOR_BYTES = args.max_tensor_bytes
-    metrics = ServingMetrics()
+    import tensorflow as tf  # the metrics page's shape depends on the release (batch size histogram)
+
+    metrics = ServingMetrics(tf.__version__)
     metrics_path = configs.load_monitoring(args.monitoring_config_file)
     batching = configs.load_batching(args.batching_parameters_file) if args.enable_batching else None
     specs = model_specs(args)

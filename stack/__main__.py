@@ -65,7 +65,28 @@ def _up_local(args, reg, versions) -> int:
         name = title.replace("$version", legend) if "$version" in title else title
         print(f"    {name}: {dashboards.graph_link(prom, q)}")
     print("  live terminal view: make watch;  load: make load VERSION=... RATE=...;  stop: make down")
+    _preflight(versions, not args.no_batching, args.model_name)
     return 0
+
+
+def _preflight(versions, batching: bool, model_name: str = "my_model") -> None:
+    """`make up`'s preflight: one predict each (families TF Serving creates on first use), then each
+    metric the rules, panels and compare read; differences are printed, never fatal here."""
+    from stack import preflight
+    from stack.serving import first_predict_ms, local_server
+
+    if model_name != "my_model":
+        print("  preflight: skipped (another model than the example; `make doctor` checks what is there)")
+        return
+    for v in versions:
+        s = local_server(v)
+        try:
+            first_predict_ms(s, timeout=10)
+        except OSError as e:
+            print(f"  preflight: {v.name} does not answer a predict ({getattr(e, 'reason', e)})")
+            continue
+        lines = preflight.check(s, batching)
+        print("\n".join(f"  preflight: {ln}" for ln in lines) if lines else f"  preflight {v.name}: metrics as expected")
 
 
 def _up_docker(args, reg, versions) -> int:
@@ -83,6 +104,7 @@ def _up_docker(args, reg, versions) -> int:
     if "grafana" in done["services"]:
         print(f"  Grafana: http://127.0.0.1:{ports.GRAFANA}  (user admin, password in .env)  "
               "dashboard: TF Serving version comparison")
+    _preflight(versions, True)
     return 0
 
 
@@ -95,6 +117,12 @@ def cmd_down(args, reg) -> int:
     with procs.state_lock(local.state_dir(), "make down"):
         n = local.down()
     print(f"stopped {n} process(es)" if n else "nothing was running in the local runtime")
+    if docker_available():
+        from stack.docker_serving import remove_all
+
+        m = remove_all()
+        if m:
+            print(f"removed {m} container(s) of compares and scenarios")
     if docker_runtime.targeted_versions() or (args.volumes and docker_available()):
         docker_runtime.down(volumes=args.volumes)
         print("docker compose: stopped" + (", volumes removed" if args.volumes else
@@ -174,10 +202,40 @@ def cmd_k8s(args, reg) -> int:
 def cmd_images(args, reg) -> int:
     from stack import images
 
+    from stack.compose import image_variable
+
     base = images.build_base()
-    tf = images.build_tfserving(args.version or None)
-    print(f"export TFSERVING_IMAGE={tf} PROMETHEUS_IMAGE={base} EXPORTER_IMAGE={base} LOADGEN_IMAGE={tf}")
+    names = [v.name for v in reg.select(args.versions)] if args.versions else [reg.newest.name]
+    built = {n: images.build_tfserving(n) for n in names}
+    # One line per version's service, then the rest: `eval "$(make -s images ...)"` sets them all.
+    for n, tag in built.items():
+        print(f"export {image_variable(n)}={tag}")
+    print(f"export PROMETHEUS_IMAGE={base} EXPORTER_IMAGE={base} LOADGEN_IMAGE={built[names[-1]]}")
     return 0
+
+
+def cmd_doctor(args, reg) -> int:
+    """The preflight on servers already up: the registry's versions at their ports (local or docker
+    runtime), or TARGETS. Exit 1 when anything differs, 3 when a server does not answer."""
+    from stack import preflight
+    from stack.serving import first_predict_ms, local_server, parse_targets
+
+    servers = parse_targets(args.targets) if args.targets else [local_server(v) for v in reg.select(_versions_arg(args))]
+    batching = None if args.targets else not args.no_batching
+    problems, down = [], 0
+    for s in servers:
+        if not args.targets:
+            try:
+                first_predict_ms(s, timeout=10)  # TF Serving creates most families on first use
+            except OSError as e:
+                print(f"{s.name}: does not answer a predict at {s.host}:{s.rest} ({getattr(e, 'reason', e)}); "
+                      "is it up (make up)?")
+                down += 1
+                continue
+        lines = preflight.check(s, batching)
+        problems += lines
+        print("\n".join(lines) if lines else f"{s.name}: every metric the rules, panels and compare read is there")
+    return 3 if down else (1 if problems else 0)
 
 
 def cmd_venv(args, reg) -> int:
@@ -233,7 +291,12 @@ def main(argv=None) -> int:
     k.add_argument("--release", default=os.environ.get("RELEASE", "kube-prometheus-stack"),
                    help="the kube-prometheus-stack Helm release selecting monitors and rules")
     im = sub.add_parser("images", help="build the compose file's images from local parts (no registry)")
-    im.add_argument("--version", default="", help="TF version of the model-server image (default: newest)")
+    im.add_argument("--versions", default=os.environ.get("VERSIONS", ""),
+                    help='TF versions of the model-server images, e.g. "2.12 2.21" (default: the newest)')
+    doc = sub.add_parser("doctor", help="the preflight: each server's metrics as the rules, panels and compare read them")
+    doc.add_argument("--versions", default="")
+    doc.add_argument("--targets", default=os.environ.get("TARGETS", ""))
+    doc.add_argument("--no-batching", action="store_true", help="the servers run without batching")
     venv = sub.add_parser("venv", help="create (or reuse) the venvs of versions")
     venv.add_argument("--versions", default="")
     venv.add_argument("--gpu", action="store_true")
@@ -242,7 +305,7 @@ def main(argv=None) -> int:
         reg = load_registry()
         return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "venv": cmd_venv,
                 "demo": cmd_demo, "watch": cmd_watch, "promconfig": cmd_promconfig,
-                "dashboards": cmd_dashboards, "compose": cmd_compose, "images": cmd_images,
+                "dashboards": cmd_dashboards, "compose": cmd_compose, "images": cmd_images, "doctor": cmd_doctor,
                 "k8s": cmd_k8s}[args.cmd](args, reg)
     except (RegistryError, VenvError, ModelError, RuntimeError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

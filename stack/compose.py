@@ -6,9 +6,10 @@ One TF Serving service per registry version, each in its own compose profile (th
 name) and in the profile `all`, so `--profile 2.6 --profile 2.12 up -d` starts exactly the
 versions asked for; profiles work the same in `docker compose` (v2) and Debian's
 docker-compose 1.29, where a generated override file would need per-run bookkeeping.
-Every image can be replaced through an environment variable (TFSERVING_IMAGE,
-PROMETHEUS_IMAGE, GRAFANA_IMAGE, EXPORTER_IMAGE, LOADGEN_IMAGE) so the file runs offline
-with locally built images.
+Every image can be replaced through an environment variable (TFSERVING_IMAGE_2_9 for
+version 2.9's service, TFSERVING_GPU_IMAGE_2_9 for its -gpu one; PROMETHEUS_IMAGE,
+GRAFANA_IMAGE, EXPORTER_IMAGE, LOADGEN_IMAGE) so the file runs offline with locally built
+images (`make images VERSIONS="2.12 2.21"` prints the export lines).
 """
 from __future__ import annotations
 
@@ -40,13 +41,18 @@ AVAILABLE_CHECK = ["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{ports.TFSERVING_R
 HARDENED = {"read_only": True, **NO_NEW_PRIVILEGES, "tmpfs": ["/tmp"]}
 
 
+def image_variable(version_name: str, gpu: bool = False) -> str:
+    """The environment variable that points one version's service at another image than its official one."""
+    return ("TFSERVING_GPU_IMAGE_" if gpu else "TFSERVING_IMAGE_") + version_name.replace(".", "_").replace("-", "_")
+
+
 def _bind(port: int, container_port: int | None = None) -> str:
     return f"${{BIND:-127.0.0.1}}:{port}:{container_port or port}"
 
 
 def tfserving(v) -> dict:
     return {
-        "image": f"${{TFSERVING_IMAGE:-{v.image}}}",
+        "image": f"${{{image_variable(v.name)}:-{v.image}}}",
         "profiles": [v.name, "all"],
         # TF Serving's own binary (the official images' entrypoint script adds flags we set here).
         "entrypoint": ["/usr/bin/tensorflow_model_server"],
@@ -127,7 +133,8 @@ def generate_gpu(versions: list) -> dict:
     """The GPU override (GPU=1): -gpu images and a device reservation for servers and exporter."""
     devices = {"resources": {"reservations": {"devices": [{"driver": "nvidia", "count": "all",
                                                            "capabilities": ["gpu"]}]}}}
-    services = {service(v.name): {"image": f"${{TFSERVING_IMAGE:-{v.gpu_image}}}", "deploy": devices}
+    services = {service(v.name): {"image": f"${{{image_variable(v.name, True)}:-{v.gpu_image}}}",
+                                  "deploy": devices}
                 for v in versions}
     services["exporter"] = {"deploy": devices}
     return {"services": services}

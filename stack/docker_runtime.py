@@ -160,6 +160,9 @@ def wait_healthy(services: list, timeout_s: float = 300, log=print) -> None:
 
 
 def down(volumes: bool = False) -> None:
+    from stack.docker_serving import remove_all
+
+    remove_all(_client())  # the containers a compare or scenario made (stack/docker_serving.py)
     compose("--profile", "all", "--profile", "load", "down", *(["-v"] if volumes else []))
     write_targets([])
 

@@ -1,16 +1,20 @@
 """Images for docker-compose.yml built from local parts only, for machines without a registry.
 
-    python -m stack images [--version 2.21]     # prints the IMAGE variables to export
+    python -m stack images --versions "2.12 2.21"   # prints the `export` lines
 
 * tfsb-offline/base:<tag>       Debian bookworm minbase + python3 (debootstrap), the exporter's
                                 packages, Debian's prometheus binary, the exporter's code;
-* tfsb-offline/tfserving:<v>    the same rootfs + TensorFlow <v> and the drop-in model server
-                                behind /usr/bin/tensorflow_model_server, which takes TF Serving's
-                                flags: the compose command line stays the official one.
+* tfsb-offline/tfserving:<v>    the same rootfs + TensorFlow <v> and the drop-in model server, laid
+                                out as the official tensorflow/serving image is: the entrypoint
+                                script /usr/bin/tf_serving_entrypoint.sh (MODEL_NAME, MODEL_BASE_PATH,
+                                ports 8500/8501), /usr/bin/tensorflow_model_server taking TF
+                                Serving's flags, /models. The compose command line stays the official one.
 
-Python packages go in with `uv pip install --target` on the host (the rootfs' python3 is
-3.11, as is uv's wheel cache), so the build needs no network inside a container. The
-debootstrap rootfs (~45 s) is cached as a tarball under ~/.cache/tfserving-bench/images.
+Python packages go in with `uv pip install --target` on the host, so the build needs no network
+inside a container. TF 2.12+ run on the rootfs' Debian python3 (3.11); older releases have no
+3.11 wheels, so their image carries the host's CPython of the registry's minor (pyenv's or uv's,
+built for this same Debian release) under /opt/python. The debootstrap rootfs (~45 s) is cached
+as a tarball under ~/.cache/tfserving-bench/images.
 """
 from __future__ import annotations
 
@@ -39,10 +43,17 @@ def group_pins(group: str) -> list:
 
 SITE = "/opt/tfsb/site"
 USER_ID = 10001
+ROOTFS_PYTHON = "3.11"  # Debian bookworm's python3
 MODEL_SERVER = """#!/bin/sh
 # The drop-in model server under TF Serving's binary name: same flags. Inside a container it
 # listens on every interface of the container's own network; docker publishes on 127.0.0.1.
-exec python3 -m modelserver --listen_address="${TFSB_LISTEN_ADDRESS:-0.0.0.0}" "$@"
+exec {python} -m modelserver --listen_address="${{TFSB_LISTEN_ADDRESS:-0.0.0.0}}" "$@"
+"""
+# What the official image's ENTRYPOINT does (tensorflow_serving/tools/docker/Dockerfile): serve
+# $MODEL_BASE_PATH/$MODEL_NAME on TF Serving's default ports, further flags appended.
+ENTRYPOINT = """#!/bin/bash
+exec tensorflow_model_server --port=8500 --rest_api_port=8501 --model_name="${MODEL_NAME}" \\
+  --model_base_path="${MODEL_BASE_PATH}/${MODEL_NAME}" "$@"
 """
 
 
@@ -94,8 +105,10 @@ def _image_exists(ref: str) -> bool:
         return False
 
 
-def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: str = "") -> str:
-    tag = f"{ref}-{_code_digest(parts, pins + no_deps + [salt])}"  # salt: what `extra` writes
+def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: str = "", python: str = ROOTFS_PYTHON,
+           changes: tuple = ()) -> str:
+    """changes: more `docker import -c` lines (ENV, ENTRYPOINT, EXPOSE) of the image."""
+    tag = f"{ref}-{_code_digest(parts, pins + no_deps + [salt, python, *changes])}"  # salt: what `extra` writes
     if _image_exists(tag):
         log(f"images: {tag} is up to date")
         return tag
@@ -106,7 +119,7 @@ def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: s
         rootfs.mkdir()
         _run_image(["tar", "-C", str(rootfs), "-xf", str(tarball)], "unpacking the rootfs")
         log(f"images: installing {len(pins)} package(s) into {tag}")
-        target = ["--target", f"{rootfs}{SITE}", "--python-version", "3.11",
+        target = ["--target", f"{rootfs}{SITE}", "--python-version", python,
                   "--python-platform", "x86_64-manylinux_2_28"]
         _run_image([uv, "pip", "install", "-q", *target, *pins], "uv pip install into the image")
         if no_deps:
@@ -120,8 +133,9 @@ def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: s
         # The docker CLI, not the SDK: `docker import -` streams the rootfs from tar's pipe, while the
         # SDK's import_image wants the whole tarball in memory or on disk (hundreds of MB, once more).
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        _run_image(["docker", "import", "-c", f"ENV PYTHONPATH={SITE}:/app", "-c", "WORKDIR /app",
-                    "-c", f"USER {USER_ID}", "-", tag], "docker import", stdin=tar.stdout)
+        cs = [arg for c in (f"ENV PYTHONPATH={SITE}:/app", "WORKDIR /app", f"USER {USER_ID}", *changes)
+              for arg in ("-c", c)]
+        _run_image(["docker", "import", *cs, "-", tag], "docker import", stdin=tar.stdout)
         tar.wait()
     return tag
 
@@ -137,15 +151,37 @@ def build_base(log=print) -> str:
     return _build("tfsb-offline/base:local", ["exporter"], group_pins("exporter"), [], extra, log)
 
 
+def _copy_python(rootfs: Path, minor: str) -> str:
+    """The host's CPython `minor` into /opt/python/<minor>: its stdlib is found from the binary's
+    place, libpython through LD_LIBRARY_PATH (set in the image). Returns the interpreter's path."""
+    from stack.venvs import find_python
+
+    prefix = Path(find_python(minor)).resolve().parent.parent
+    dest = rootfs / "opt/python" / minor
+    shutil.copytree(prefix, dest, symlinks=True, ignore=shutil.ignore_patterns(
+        "test", "tests", "__pycache__", "idlelib", "tkinter", "ensurepip", "site-packages"))
+    (dest / "lib" / f"python{minor}" / "site-packages").mkdir(exist_ok=True)
+    return f"/opt/python/{minor}/bin/python{minor}"
+
+
 def build_tfserving(version_name: str | None = None, log=print) -> str:
     reg = load_registry()
     v = reg.get(version_name) if version_name else reg.newest
-    if v.python != "3.11":
-        raise ImageError(f"TF {v.name} needs Python {v.python}; the offline image has Debian's 3.11: use 2.12+")
+    python = "python3" if v.python == ROOTFS_PYTHON else f"/opt/python/{v.python}/bin/python{v.python}"
+    script = MODEL_SERVER.format(python=python)
 
     def extra(rootfs: Path) -> None:
-        script = rootfs / "usr/bin/tensorflow_model_server"
-        script.write_text(MODEL_SERVER)
-        script.chmod(0o755)
+        if v.python != ROOTFS_PYTHON:
+            _copy_python(rootfs, v.python)
+        for name, text in (("tensorflow_model_server", script), ("tf_serving_entrypoint.sh", ENTRYPOINT)):
+            path = rootfs / "usr/bin" / name
+            path.write_text(text)
+            path.chmod(0o755)
+        (rootfs / "models").mkdir(exist_ok=True)
+    # The official image's interface: its environment, ports and entrypoint.
+    changes = ("ENV MODEL_NAME=model", "ENV MODEL_BASE_PATH=/models", "EXPOSE 8500 8501",
+               'ENTRYPOINT ["/usr/bin/tf_serving_entrypoint.sh"]')
+    if v.python != ROOTFS_PYTHON:
+        changes += (f"ENV LD_LIBRARY_PATH=/opt/python/{v.python}/lib",)
     return _build(f"tfsb-offline/tfserving:{v.name}", ["modelserver"], list(v.requirements(reg.server_pip)),
-                  [v.serving_api], extra, log, salt=MODEL_SERVER)
+                  [v.serving_api], extra, log, salt=script + ENTRYPOINT, python=v.python, changes=changes)

@@ -84,10 +84,12 @@ def models_pvc(size: str = "10Gi") -> dict:
 def pod_monitor(name: str, selector: dict, port: str, path: str, release: str, relabel: dict | None = None) -> dict:
     """relabel: {target label: pod label} (the servers' version, the load Job's uid)."""
     endpoint = {"port": port, "path": path, "interval": INTERVAL}
-    if relabel:
-        endpoint["relabelings"] = [
-            {"sourceLabels": ["__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in pod_label)],
-             "targetLabel": target, "action": "replace"} for target, pod_label in relabel.items()]
+    # The Prometheus Operator names a PodMonitor's job "<namespace>/<PodMonitor name>"; the rules,
+    # alerts and dashboards select job="tfserving", "exporter", "loadgen" as the other runtimes
+    # name them. User relabelings run after the operator's own, so this one sets the job.
+    endpoint["relabelings"] = [{"targetLabel": "job", "replacement": name, "action": "replace"}] + [
+        {"sourceLabels": ["__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in pod_label)],
+         "targetLabel": target, "action": "replace"} for target, pod_label in (relabel or {}).items()]
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PodMonitor",
             "metadata": meta(f"tfsb-{name}", {**labels(name), "release": release}),
             "spec": {"selector": {"matchLabels": selector}, "podMetricsEndpoints": [endpoint]}}

@@ -61,7 +61,10 @@ def running_versions(registry) -> list:
             if procs.alive(procs.read_pid(state_dir() / f"tf{v.name}" / "modelserver.pid"), "modelserver")]
 
 
-def up_prometheus(registry, bind: str = "127.0.0.1", sla_p99_ms: float | None = None, log=print) -> str:
+def up_prometheus(registry, bind: str = "127.0.0.1", sla_p99_ms: float | None = None, log=print,
+                  versions: list | None = None) -> str:
+    """versions: the model servers to scrape (default: the local runtime's running ones); the docker
+    runtime names its containers' versions, which publish the same loopback ports."""
     binary = shutil.which("prometheus")
     if not binary:
         raise StackError("the prometheus binary is missing: `make setup` installs Debian's prometheus package "
@@ -74,7 +77,8 @@ def up_prometheus(registry, bind: str = "127.0.0.1", sla_p99_ms: float | None = 
         procs.write_atomic(sla_file, promconfig.sla_rules_text(sla_p99_ms))
     (d / "targets").mkdir(exist_ok=True)  # load generators register here while they run (file_sd)
     cfg = d / "prometheus.yml"
-    procs.write_atomic(cfg, promconfig.render(promconfig.generate(running_versions(registry), "local",
+    procs.write_atomic(cfg, promconfig.render(promconfig.generate(
+        running_versions(registry) if versions is None else versions, "local",
                                                                   str(sla_file) if sla_file else None)))
     pid_file, log_file = d / "prometheus.pid", d / "prometheus.log"
     port = ports.port(ports.PROMETHEUS)

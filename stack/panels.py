@@ -9,6 +9,7 @@ from __future__ import annotations
 
 V = 'version=~"$version"'
 M = 'model_name=~"$model_name"'
+INFER = 'API!=""'  # TF Serving labels REST status/metadata GETs (healthchecks, probes) API=""
 LG = f'{V},outcome="ok",phase!="warmup"'
 RATE = "[$__rate_interval]"
 
@@ -19,9 +20,10 @@ COMPARE = [
      "Successful requests per second as the load generator counts them (warmup excluded). Versions under the same "
      "load should sit on the same line; a version below the others cannot keep up."),
     ("QPS (server side)", "reqps",
-     [(f'sum by (version) (rate(:tensorflow:serving:request_count{{{V},{M},status="OK"}}{RATE}))', "{{version}}")],
-     "Successful requests per second as TF Serving counts them (request_count). It follows the client side; a gap "
-     "means requests were lost or something else talks to the server."),
+     [(f'sum by (version) (rate(:tensorflow:serving:request_latency_count{{{V},{M},{INFER}}}{RATE}))', "{{version}}")],
+     "Successful inference requests per second as TF Serving counts them (request_latency's count; request_count "
+     "would add the healthchecks' status GETs). It follows the client side; a gap means requests were lost or "
+     "something else talks to the server."),
     ("P99 latency (client side)", "s",
      [(f"histogram_quantile(0.99, sum by (version, le) (rate(loadgen_request_duration_seconds_bucket{{{LG}}}{RATE})))",
        "{{version}} p99")],
@@ -32,7 +34,7 @@ COMPARE = [
        "{{version}} p50")],
      "Median client-side latency: the typical request. A P99 far above it means a long tail (queueing, GC, batching)."),
     ("P99 latency (server side)", "s",
-     [(f"histogram_quantile(0.99, sum by (version, le) (rate(:tensorflow:serving:request_latency_bucket{{{V},{M}}}"
+     [(f"histogram_quantile(0.99, sum by (version, le) (rate(:tensorflow:serving:request_latency_bucket{{{V},{M},{INFER}}}"
        f"{RATE}))) / 1e6", "{{version}} p99")],
      "99th percentile of TF Serving's request_latency. Its buckets are 1.8x apart, so read it as a range, not a point; "
      "the client-side P99 is the precise one."),
@@ -82,12 +84,16 @@ DRILL = [
      "batches do not fill at this load."),
     ("Batch size (mean)", "short",
      [(f"sum(rate(:tensorflow:serving:batching_session:processed_batch_size_sum{{{S}}}{RATE})) / "
-       f"sum(rate(:tensorflow:serving:batching_session:processed_batch_size_count{{{S}}}{RATE}))", "mean batch")],
-     "Rows per TF run with batching on. Near max_batch_size: batches fill; near the rows of one request: they do not."),
+       f"sum(rate(:tensorflow:serving:batching_session:processed_batch_size_count{{{S}}}{RATE}))", "rows per batch"),
+      (f"sum(rate(:tensorflow:serving:batching_session:queuing_latency_count{{{S}}}{RATE})) / "
+       f"sum(rate(:tensorflow:core:graph_runs{{{S}}}{RATE}))", "requests per batch")],
+     "Rows per TF run with batching on. Near max_batch_size: batches fill; near the rows of one request: they do not. "
+     "TF Serving 2.6-2.9 export processed_batch_size as a PercentileSampler (one scalar, no _sum/_count), so rows "
+     "per batch is n/a there; requests per batch (queued requests per TF run) works for every version."),
     ("Runtime vs request latency P99", "s",
      [(f"histogram_quantile(0.99, sum by (le) (rate(:tensorflow:serving:runtime_latency_bucket{{{S},{M}}}{RATE}))) "
        "/ 1e6", "runtime p99"),
-      (f"histogram_quantile(0.99, sum by (le) (rate(:tensorflow:serving:request_latency_bucket{{{S},{M}}}{RATE}))) "
+      (f"histogram_quantile(0.99, sum by (le) (rate(:tensorflow:serving:request_latency_bucket{{{S},{M},{INFER}}}{RATE}))) "
        "/ 1e6", "request p99")],
      "TF Serving's runtime_latency (the session run, queue included with batching) against request_latency (the "
      "whole request in the server). The gap is the serving path around TensorFlow."),
@@ -96,7 +102,8 @@ DRILL = [
      "TensorFlow executions per second: one per request without batching, one per batch with it."),
     ("Requests by status", "reqps",
      [(f"sum by (status) (rate(:tensorflow:serving:request_count{{{S},{M}}}{RATE}))", "{{status}}")],
-     "Requests per second by TF Serving's status code: everything but OK is an error the client received."),
+     "Requests per second by TF Serving's status code (request_count: the healthchecks' status GETs count as OK "
+     "too); everything but OK is an error a client received."),
 ]
 GPU = [
     ("GPU memory used", "bytes", [("gpu_memory_used_bytes", "gpu {{gpu}} {{name}}")],

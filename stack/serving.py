@@ -55,6 +55,22 @@ def first_predict_ms(server: Server, timeout: float = 30) -> float:
     return (time.perf_counter() - t0) * 1000
 
 
+def model_states(server: Server, timeout: float = 1.0) -> dict:
+    """{version: state} the server reports for its model ({} when it does not answer)."""
+    try:
+        with urllib.request.urlopen(f"http://{_url_host(server.host)}:{server.rest}/v1/models/{server.model}",
+                                    timeout=timeout) as r:
+            return {s["version"]: s["state"] for s in json.load(r)["model_version_status"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def newest_state(server: Server) -> str | None:
+    """The state of the server's newest model version (AVAILABLE once it serves), None if it does not answer."""
+    states = model_states(server)
+    return states[max(states, key=int)] if states else None
+
+
 class LocalServing:
     """Model servers of the local runtime: per-version venvs, processes with pid files."""
 
@@ -93,6 +109,20 @@ class LocalServing:
         first = first_predict_ms(server)
         return {"to_available_s": t_avail - t0, "first_request_ms": first,
                 "to_first_predict_s": time.perf_counter() - t0}
+
+    def restart(self, server: Server, batching: bool = True, batching_file=None, model_path=None) -> None:
+        """Restart one server in this mode (a sweep's next batching file, a hot update's model base)."""
+        from stack import local, procs
+
+        v = self._by_name[server.name]
+        with procs.state_lock(local.state_dir(), "compare"):
+            procs.stop(local.version_dir(v) / "modelserver.pid")
+            local.up_version(v, self.registry, batching=batching, batching_file=batching_file,
+                             model_path=model_path or self.model_path, cpus=self.cpus, log=lambda *_: None)
+
+    def resources(self, server: Server) -> None:
+        """Processes, not containers: their memory and CPU come from the exporter through Prometheus."""
+        return None
 
     def monitoring(self, sla_p99_ms: float) -> str:
         """Exporter and Prometheus up (Prometheus scraping these servers); its URL."""
@@ -200,3 +230,13 @@ class ExternalServing:
             return None, f"the servers serve {self.model_name}; give its export as MODEL to measure the ceiling"
         return LocalServing(self.registry, [self.registry.get(server.name)], self.model_path,
                             log=lambda *_: None).ceiling_command(server)
+
+
+def serving_for(runtime: str, registry, versions: list, model_path: str | None = None, cpus: list | None = None,
+                log=print):
+    """The Serving of a runtime picked by stack.runtime.pick_runtime ("local" or "docker")."""
+    if runtime == "docker":
+        from stack.docker_serving import DockerServing
+
+        return DockerServing(registry, versions, model_path, cpus=cpus, log=log)
+    return LocalServing(registry, versions, model_path, cpus=cpus, log=log)

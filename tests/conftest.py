@@ -1,4 +1,8 @@
+import os
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -6,6 +10,55 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tests/servers.py and friends
 
 from servers import TEST_VERSIONS, start_modelserver  # noqa: E402
+
+# `make` exports RUNTIME=auto, and the docker tests start an engine: a test that means the local
+# runtime must not end up in docker because another test left one running. Tests that want docker
+# say --runtime docker.
+os.environ["RUNTIME"] = "local"
+
+
+def _docker_info() -> bool:
+    return shutil.which("docker") is not None and subprocess.run(
+        ["docker", "info"], capture_output=True, timeout=30).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory):
+    """One docker engine for every docker test: the one that answers, or dockerd started here as
+    the README says (vfs, no iptables, no default bridge). No engine fails the test, never skips it."""
+    if _docker_info():
+        yield
+        return
+    dockerd = shutil.which("dockerd")
+    if not dockerd:
+        pytest.fail("no docker engine and no dockerd: `make setup` installs Debian's docker.io (as root)")
+    log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([dockerd, "--storage-driver=vfs", "--iptables=false", "--bridge=none"],
+                                stdout=f, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not _docker_info():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"dockerd did not start: {log.read_text()[-1500:]}")
+        time.sleep(1)
+    yield
+    proc.terminate()
+    proc.wait(60)
+
+
+@pytest.fixture(scope="session")
+def offline_images(engine):
+    """The offline images of the tested versions and the base image, built once (cached by content
+    on the engine across runs): {"env": the export variables, "base": tag, version: tag}."""
+    from stack import images
+    from stack.compose import image_variable
+
+    quiet = lambda *_: None  # noqa: E731
+    out = {"base": images.build_base(log=quiet)}
+    out.update({v: images.build_tfserving(v, log=quiet) for v in TEST_VERSIONS})
+    out["env"] = {**{image_variable(v): out[v] for v in TEST_VERSIONS}, "PROMETHEUS_IMAGE": out["base"],
+                  "EXPORTER_IMAGE": out["base"]}
+    return out
 
 
 @pytest.fixture(scope="session", params=TEST_VERSIONS, ids=lambda v: f"tf{v}")

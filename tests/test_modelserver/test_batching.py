@@ -9,6 +9,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from servers import CONFIGS, TEST_VERSIONS, start_modelserver
 
+from analysis import counters
+
 pytestmark = pytest.mark.integration
 
 
@@ -20,12 +22,23 @@ async def _fire(url: str, bodies: list) -> list:
         return await asyncio.gather(*(one(b) for b in bodies))
 
 
-def _batch_sizes(server) -> tuple:
+BATCH_SIZE = ":tensorflow:serving:batching_session:processed_batch_size"
+
+
+def _check_batch_size_family(server) -> None:
+    """processed_batch_size as TF Serving of that release exports it (batching_util.h): a Sampler
+    histogram with buckets 1, 2, 4 ... 8192 and no labels from 2.10; before, a PercentileSampler,
+    which the exporter prints as one counter-typed 0 with no _sum or _count."""
     text = requests.get(server.url("/monitoring/prometheus/metrics"), timeout=5).text
-    fam = {f.name: f for f in text_string_to_metric_families(text)}[
-        ":tensorflow:serving:batching_session:processed_batch_size"]
-    get = {s.name.rsplit("_", 1)[1]: s.value for s in fam.samples if not s.name.endswith("_bucket")}
-    return get["count"], get["sum"]
+    fam = {f.name: f for f in text_string_to_metric_families(text)}[BATCH_SIZE]
+    if tuple(map(int, server.version.split(".")[:2])) >= (2, 10):
+        assert fam.type == "histogram"
+        les = [s.labels["le"] for s in fam.samples if s.name.endswith("_bucket")]
+        assert les == [str(2 ** i) for i in range(14)] + ["+Inf"]
+        assert all(set(s.labels) <= {"le"} for s in fam.samples)
+    else:
+        assert fam.type == "counter" and [(s.labels, s.value) for s in fam.samples] == [({}, 0.0)]
+        assert f"# TYPE {BATCH_SIZE} counter\n{BATCH_SIZE}{{}} 0\n" in text and BATCH_SIZE + "_sum" not in text
 
 
 @pytest.fixture(scope="module", params=TEST_VERSIONS, ids=lambda v: f"tf{v}")
@@ -38,14 +51,20 @@ def batching_server(request, tmp_path_factory):
 def test_concurrent_requests_are_merged_and_rows_return_to_their_owner(batching_server, reference):
     xs = np.random.RandomState(11).rand(64, 2, 784).astype(np.float32)  # 64 requests of 2 rows each
     bodies = [{"instances": x.tolist()} for x in xs]
+    url = batching_server.url("/monitoring/prometheus/metrics")
+    before = counters.read(url)
     results = asyncio.run(_fire(batching_server.url("/v1/models/my_model:predict"), bodies))
     assert all(status == 200 for status, _ in results)
     want = reference(batching_server.base_path, xs.reshape(-1, 784)).reshape(64, 2, 10)
     for i, (_, body) in enumerate(results):
         np.testing.assert_allclose(np.asarray(body["predictions"]), want[i], atol=1e-6)
-    batches, rows = _batch_sizes(batching_server)
-    assert rows >= 128  # every row went through the batcher
-    assert rows / batches > 2  # requests of 2 rows were merged: batches hold more than one request
+    _check_batch_size_family(batching_server)
+    d = counters.delta(before, counters.read(url))
+    assert d["requests_ok"] == 64
+    if d["batch_histogram"]:
+        assert d["batch_rows_sum"] == 128  # every row went through the batcher
+    # requests of 2 rows were merged: batches hold more than one request, whichever way the mean is read
+    assert counters.mean_batch(d, rows_per_request=2) > 2, (d, counters.mean_batch_source(d))
 
 
 def test_task_larger_than_max_batch_size_is_rejected(batching_server):

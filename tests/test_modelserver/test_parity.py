@@ -11,6 +11,7 @@ import aiohttp
 import grpc
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 from servers import TEST_VERSIONS, start_modelserver
 from tensorflow.core.example import example_pb2
 from tensorflow_serving.apis import (classification_pb2, inference_pb2, model_management_pb2, model_service_pb2_grpc,
@@ -216,3 +217,31 @@ def test_handle_reload_config_request_over_grpc(hp):
         resp = stub.HandleReloadConfigRequest(model_management_pb2.ReloadConfigRequest(config=bad), timeout=60)
         assert resp.status.error_code == 3 and "/nonexistent" in resp.status.error_message
         assert post(hp, "/v1/models/again:predict", {"instances": [1.0]}).status_code == 200  # unchanged
+
+
+def test_grpc_requests_carry_the_method_name_and_multi_inference_records_nothing(hp):
+    """prediction_service_impl.cc: gRPC Regress/Classify record API="Regress"/"Classify" with
+    entrypoint "GRPC"; MultiInference records neither request_count nor request_latency."""
+    def page():
+        text = requests.get(hp.url("/monitoring/prometheus/metrics"), timeout=5).text
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        counts = sum(s.value for s in fams[":tensorflow:serving:request_count"].samples)
+        lat = {(s.labels["API"], s.labels["entrypoint"]): s.value
+               for s in fams[":tensorflow:serving:request_latency"].samples if s.name.endswith("_count")}
+        return counts, lat
+    with grpc.insecure_channel(f"127.0.0.1:{hp.grpc}") as ch:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(ch)
+        req = regression_pb2.RegressionRequest()
+        req.model_spec.name, req.model_spec.signature_name = "half_plus_two", "regress_x_to_y"
+        req.input.example_list.examples.extend(_examples(1.0))
+        stub.Regress(req, timeout=20)
+        count0, lat0 = page()
+        assert lat0.get(("Regress", "GRPC"), 0) >= 1 and not [k for k in lat0 if k[0].lower() == "multi_inference"]
+        assert all(api in ("Predict", "Classify", "Regress") for api, entry in lat0 if entry == "GRPC"), lat0
+        mreq = inference_pb2.MultiInferenceRequest()
+        t = mreq.tasks.add(method_name="tensorflow/serving/regress")
+        t.model_spec.name, t.model_spec.signature_name = "half_plus_two", "regress_x_to_y"
+        mreq.input.example_list.examples.extend(_examples(2.0))
+        assert stub.MultiInference(mreq, timeout=20).results[0].regression_result.regressions[0].value == 3.0
+        count1, lat1 = page()
+    assert count1 == count0 and lat1 == lat0

@@ -70,13 +70,14 @@ def test_metrics_have_tf_serving_names_labels_and_buckets(server):
     buckets = [s for s in lat.samples if s.name.endswith("_bucket")]
     assert {(s.labels["model_name"], s.labels["API"], s.labels["entrypoint"]) for s in buckets} >= {
         ("my_model", "predict", "REST")}
-    rest = [s for s in buckets if s.labels["entrypoint"] == "REST"]
+    rest = [s for s in buckets if s.labels["entrypoint"] == "REST" and s.labels["API"] == "predict"]
     bounds = [float(s.labels["le"]) for s in rest]
     expected = [10 * 1.8 ** i for i in range(33)] + [float("inf")]
     assert len(bounds) == 34
     np.testing.assert_allclose(bounds[:-1], expected[:-1], rtol=1e-5)
     assert bounds[-1] == float("inf")
-    count_sample = [s for s in lat.samples if s.name.endswith("_count") and s.labels["entrypoint"] == "REST"][0]
+    count_sample = [s for s in lat.samples if s.name.endswith("_count") and s.labels["entrypoint"] == "REST"
+                    and s.labels["API"] == "predict"][0]
     assert rest[-1].value == count_sample.value  # the +Inf bucket holds every observation
     # Latency is recorded for successes only, over both entrypoints (other tests may use gRPC too).
     all_counts = sum(s.value for s in lat.samples if s.name.endswith("_count"))
@@ -85,3 +86,39 @@ def test_metrics_have_tf_serving_names_labels_and_buckets(server):
     assert fams[":tensorflow:core:graph_runs"].samples[0].value >= 3
     loads = fams[":tensorflow:cc:saved_model:load_attempt_count"].samples
     assert loads[0].labels["status"] == "success" and loads[0].labels["model_path"].endswith("/1")
+
+
+def test_status_and_metadata_gets_count_as_tf_serving_counts_them(server):
+    """http_server.cc: every REST request goes into request_count and, when OK, into request_latency
+    with the URL's method as API: "" for status and metadata GETs (healthchecks, probes). The
+    metrics page itself is not counted. The compare's reader leaves the GETs out of its counts."""
+    from analysis import counters
+
+    metrics = server.url("/monitoring/prometheus/metrics")
+
+    def page():
+        fams = {f.name: f for f in text_string_to_metric_families(requests.get(metrics, timeout=5).text)}
+        by_status = {}
+        for s in fams[":tensorflow:serving:request_count"].samples:
+            by_status[s.labels["status"]] = by_status.get(s.labels["status"], 0) + s.value
+        gets = sum(s.value for s in fams[":tensorflow:serving:request_latency"].samples
+                   if s.name.endswith("_count") and s.labels["API"] == "" and s.labels["entrypoint"] == "REST")
+        return by_status, gets
+    (st0, gets0), r0 = page(), counters.read(metrics)
+    assert requests.get(server.url("/v1/models/my_model"), timeout=5).status_code == 200
+    assert requests.get(server.url("/v1/models/my_model/metadata"), timeout=5).status_code == 200
+    assert requests.get(server.url("/v1/models/my_model/versions/7"), timeout=5).status_code == 404
+    (st1, gets1), r1 = page(), counters.read(metrics)
+    assert st1["OK"] - st0["OK"] == 2 and gets1 - gets0 == 2
+    assert st1.get("NOT_FOUND", 0) - st0.get("NOT_FOUND", 0) == 1
+    d = counters.delta(r0, r1)
+    assert d["requests_ok"] == 0 and d["status_gets"] == 2 and d["request_count"] == 0
+
+
+def test_histogram_sums_are_printed_with_six_significant_digits(server):
+    """absl::StrCat of a double: what a reader of the real server gets, so no test here relies on more."""
+    text = requests.get(server.url("/monitoring/prometheus/metrics"), timeout=5).text
+    sums = [ln.rsplit(" ", 1)[1] for ln in text.splitlines() if ln.startswith(":tensorflow:serving:") and "_sum{" in ln]
+    assert sums
+    for v in sums:
+        assert len(v.replace(".", "").replace("-", "").split("e")[0].lstrip("0")) <= 6, v

@@ -7,7 +7,6 @@ variable; Grafana has no local image and is left out of the live test only (--wi
 grafana). If no docker engine can be started the live test fails, it does not skip."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -53,7 +52,7 @@ def test_compose_file_contract_and_security_defaults():
     assert len(published) == sum(len(s.get("ports", [])) for s in services.values()), "a host port used twice"
     for v in reg.versions.values():
         svc = services[promconfig.service(v.name)]
-        assert svc["image"] == f"${{TFSERVING_IMAGE:-{v.image}}}" and v.name in svc["profiles"]
+        assert svc["image"] == f"${{{compose.image_variable(v.name)}:-{v.image}}}" and v.name in svc["profiles"]
         assert {"--enable_batching=true", "--monitoring_config_file=/config/monitoring.config",
                 "--batching_parameters_file=/config/batching.config"} <= set(svc["command"])
         assert svc["environment"]["TF_FORCE_GPU_ALLOW_GROWTH"] == "true"
@@ -82,47 +81,16 @@ def test_env_file_is_generated_once_and_private(tmp_path):
 
 # ---- live, offline --------------------------------------------------------------------------
 
-def _docker_info() -> bool:
-    return shutil.which("docker") is not None and subprocess.run(
-        ["docker", "info"], capture_output=True, timeout=30).returncode == 0
-
-
-@pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    """The docker engine: the one that answers, or dockerd started here as the README says."""
-    if _docker_info():
-        yield
-        return
-    dockerd = shutil.which("dockerd")
-    if not dockerd:
-        pytest.fail("no docker engine and no dockerd: `make setup` installs Debian's docker.io (as root)")
-    log = tmp_path_factory.mktemp("dockerd") / "dockerd.log"
-    with open(log, "wb") as f:
-        proc = subprocess.Popen([dockerd, "--storage-driver=vfs", "--iptables=false", "--bridge=none"],
-                                stdout=f, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while not _docker_info():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"dockerd did not start: {log.read_text()[-1500:]}")
-        time.sleep(1)
-    yield
-    proc.terminate()
-    proc.wait(60)
-
-
 def stack(env, *args, timeout=900):
     return subprocess.run([sys.executable, "-m", "stack", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
 
 @pytest.fixture(scope="module")
-def stack_up(engine, tmp_path_factory):
-    from stack import images
-
+def stack_up(offline_images, tmp_path_factory):
     v = load_registry().newest
-    base, tf = images.build_base(log=lambda *_: None), images.build_tfserving(v.name, log=lambda *_: None)
-    env = dict(os.environ, COMPOSE_PROJECT_NAME=PROJECT, TFSERVING_IMAGE=tf, PROMETHEUS_IMAGE=base,
-               EXPORTER_IMAGE=base, PYTHONPATH=str(ROOT), TFSB_STATE=str(tmp_path_factory.mktemp("compose")))
+    env = dict(os.environ, COMPOSE_PROJECT_NAME=PROJECT, **offline_images["env"], PYTHONPATH=str(ROOT),
+               TFSB_STATE=str(tmp_path_factory.mktemp("compose")))
     warnings.warn("Grafana has no local image on this machine (no registry): the live compose test leaves "
                   "it out (--without grafana); its provisioning and dashboards are tested against Prometheus")
     up = stack(env, "up", "--runtime", "docker", "--versions", v.name, "--without", "grafana")

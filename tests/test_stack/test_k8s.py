@@ -109,10 +109,43 @@ def test_servers_use_the_registry_images_flags_probes_and_version_label(tree):
     monitors = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PodMonitor"}
     assert set(monitors) == {"tfsb-tfserving", "tfsb-exporter", "tfsb-loadgen"}
     ep = monitors["tfsb-tfserving"]["spec"]["podMetricsEndpoints"][0]
-    assert ep["path"] == "/monitoring/prometheus/metrics" and ep["relabelings"] == [{
-        "sourceLabels": ["__meta_kubernetes_pod_label_version"], "targetLabel": "version", "action": "replace"}]
-    assert monitors["tfsb-loadgen"]["spec"]["podMetricsEndpoints"][0]["relabelings"][0]["sourceLabels"] == [
+    assert ep["path"] == "/monitoring/prometheus/metrics"
+    assert {"sourceLabels": ["__meta_kubernetes_pod_label_version"], "targetLabel": "version",
+            "action": "replace"} in ep["relabelings"]
+    assert monitors["tfsb-loadgen"]["spec"]["podMetricsEndpoints"][0]["relabelings"][1]["sourceLabels"] == [
         "__meta_kubernetes_pod_label_batch_kubernetes_io_controller_uid"]
+
+
+def _relabel(target: dict, rules: list) -> dict:
+    """Prometheus' `replace` relabeling (the only action the monitors use): regex (.*), separator ;"""
+    out = dict(target)
+    for r in rules:
+        assert r.get("action", "replace") == "replace"
+        value = ";".join(out.get(s, "") for s in r.get("sourceLabels", []))
+        out[r["targetLabel"]] = r.get("replacement", "$1").replace("$1", value)
+    return out
+
+
+def test_podmonitor_jobs_are_the_jobs_the_rules_alerts_and_dashboards_select(tree):
+    """The operator names a PodMonitor's job "<namespace>/<name>" before the user's relabelings run:
+    after them, every job the rules, alerts and dashboards select must be one a monitor produces."""
+    import re
+
+    _, _, docs = tree
+    produced = {}
+    for d in docs:
+        if d["kind"] != "PodMonitor":
+            continue
+        operator = {"job": f"{d['metadata']['namespace']}/{d['metadata']['name']}",
+                    "__meta_kubernetes_pod_label_version": "2.9"}
+        got = _relabel(operator, d["spec"]["podMetricsEndpoints"][0]["relabelings"])
+        produced[d["metadata"]["name"]] = got["job"]
+    assert produced["tfsb-tfserving"] == "tfserving" and produced["tfsb-exporter"] == "exporter"
+    selected = set()
+    for f in [*(ROOT / "prometheus").rglob("*.rules.yml"), *(ROOT / "prometheus/alerts").glob("*.yml"),
+              *(ROOT / "grafana/dashboards").glob("*.json")]:
+        selected |= set(re.findall(r'job=\\?"([\w-]+)', f.read_text()))
+    assert selected and selected <= set(produced.values()), (selected, produced)
 
 
 def test_configs_dashboards_and_rules_are_the_projects_own(tree, tmp_path):
