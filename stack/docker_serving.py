@@ -80,6 +80,16 @@ class DockerServing:
         self._client = _client()
         for v in versions:
             self._check_image(v)
+        self.warnings = []
+        if os.environ.get("GPU") == "1":
+            from stack import gpu_compat
+
+            caps = gpu_compat.gpu_capabilities()
+            self.warnings = [w for w in (gpu_compat.check(v.name, caps) for v in versions) if w]
+            if self.warnings:
+                self.startup_budget_s *= gpu_compat.JIT_BUDGET_FACTOR
+            for w in self.warnings:
+                log(f"  warning: {w}")
 
     def _check_image(self, v) -> None:
         import docker

@@ -142,3 +142,7 @@ def nvmlDeviceGetClockInfo(h, kind):
 
 def nvmlDeviceGetComputeRunningProcesses(h):
     return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in _dev(h).get("processes", [])]
+
+
+def nvmlDeviceGetCudaComputeCapability(h):
+    return tuple(_dev(h).get("compute_capability", (9, 0)))  # an H100/H200 by default
