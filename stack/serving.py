@@ -1,8 +1,11 @@
 """The model servers a comparison drives, whoever started them: one small interface.
 
 analysis/ asks a Serving for its servers (name, addresses, metrics endpoint), to bring them up
-in a batching mode, to cold-start one, to bring up monitoring, and where each version's own
-TensorFlow can be run in-process (the ceiling); it never reaches into pid files or ports.
+in a batching mode, to cold-start or restart one (another batching file or model base), for a
+container's resources, to bring up monitoring, and where each version's own TensorFlow can be
+run in-process (the ceiling); it never reaches into pid files, ports or containers. Three kinds:
+LocalServing (processes), DockerServing (stack/docker_serving.py: containers), ExternalServing
+(started elsewhere); serving_for(runtime, ...) picks one.
 
     serving = LocalServing(registry, registry.select("2.9 2.21"))
     serving.up(batching=True)
