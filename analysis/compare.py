@@ -177,7 +177,7 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
             idle_since = last_seen.get(server.name)
             if idle_since is not None:  # the server idle on both edges of its Prometheus samples
                 time.sleep(max(0.0, idle_since + IDLE_EDGE_S - time.time()))
-            before = serving.resources(server) if serving.kind == "docker" else None
+            before = serving.resources(server)  # a container's cgroup; None for processes and external servers
             m = measure_cell(c, server, settings, run_id, payloads[pkey])
             if server.name not in run.setdefault("preflight", {}):  # after its first cell: every family exists
                 run["preflight"][server.name] = lines = preflight.check(server, c["batching"])

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.request
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -58,12 +57,10 @@ def server_command(python: str, version: Version, cfg_path: Path, batching: bool
 
 
 def version_states(port: int, model: str, timeout: float = 1.0) -> dict:
-    """{version: state} of every version the server reports ({} when it doesn't answer)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models/{model}", timeout=timeout) as r:
-            return {s["version"]: s["state"] for s in json.load(r)["model_version_status"]}
-    except (OSError, ValueError, KeyError):
-        return {}
+    """{version: state} of every version the local server reports ({} when it doesn't answer)."""
+    from stack.serving import Server, model_states
+
+    return model_states(Server("", "127.0.0.1", port, None, "", model), timeout)
 
 
 def model_status(port: int, model: str, timeout: float = 1.0) -> str | None:

@@ -14,8 +14,9 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from modelserver.metrics import HISTOGRAM_BATCH_SIZE_FROM, tf_release
+
 P = ":tensorflow:serving:"
-HISTOGRAM_BATCH_SIZE_FROM = (2, 10)  # processed_batch_size is a PercentileSampler scalar before (batching_util.h)
 REST_APIS, GRPC_APIS = {"predict", "classify", "regress", ""}, {"Predict", "Classify", "Regress"}
 # family: (type, labels, what reads it)
 EXPECTED = {
@@ -27,14 +28,6 @@ EXPECTED = {
 }
 BATCHING = {P + "batching_session:queuing_latency": ("histogram", {"thread_pool_name"}, "the breakdown's queue")}
 BATCH_SIZE = P + "batching_session:processed_batch_size"
-
-
-def release(tensorflow: str) -> tuple | None:
-    parts = (tensorflow or "").split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
 
 
 def check_page(text: str, batching: bool | None, tensorflow: str = "") -> list:
@@ -64,7 +57,7 @@ def check_page(text: str, batching: bool | None, tensorflow: str = "") -> list:
             out.append(f'{P}request_latency has API="{api}" entrypoint="{entry}", which TF Serving does not '
                        "write: inference-only counts (API!=\"\") may include or miss it")
             break
-    out += _batch_size(fams.get(BATCH_SIZE), batching, release(tensorflow))
+    out += _batch_size(fams.get(BATCH_SIZE), batching, tf_release(tensorflow) if tensorflow else None)
     return out
 
 

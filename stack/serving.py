@@ -222,6 +222,10 @@ class ExternalServing:
     def up(self, batching) -> None:
         """Nothing to bring up: they run as deployed."""
 
+    def resources(self, server: Server) -> None:
+        """Not ours to inspect: their memory and CPU are whatever their Prometheus has."""
+        return None
+
     def monitoring(self, sla_p99_ms: float) -> str:
         return self.prometheus_url
 
