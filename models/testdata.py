@@ -11,6 +11,11 @@ half_plus_two/00000123/   the shape of TF Serving's own half_plus_two: a TF1 gra
                           looked up in an asset file, labels.txt, through a table the legacy init op fills).
                           The version directory is zero-padded, as TF Serving's is.
 half_plus_n/1, /2         y = 0.5 x + 2, then + 3: two versions, for the version policy and labels.
+half_plus_two_tf2/00000123/  the same function saved by TF2's tf.saved_model.save, as TF Serving's
+                          saved_model_half_plus_two_tf2: every signature's method_name is
+                          tensorflow/serving/predict, including regress_x_to_y and classify_x_to_y
+                          (examples "inputs" -> "outputs" / "scores"), which TF Serving runs with
+                          its default --enable_signature_method_name_check=false.
 """
 from __future__ import annotations
 
@@ -67,6 +72,40 @@ def build_half_plus(path: str, offset: float, with_labels: bool = True) -> None:
             builder.save()
 
 
+def build_half_plus_tf2(path: str) -> None:
+    import tensorflow as tf
+
+    class HalfPlusTwo(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = tf.Variable(0.5), tf.Variable(2.0)
+
+        def y(self, x):
+            return self.a * x + self.b
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32, name="x")])
+        def predict(self, x):
+            return {"y": self.y(x)}
+
+        def _examples(self, serialized):
+            return tf.io.parse_example(serialized, {"x": tf.io.FixedLenFeature([1], tf.float32)})["x"]
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+        def regress(self, inputs):
+            return {"outputs": self.y(self._examples(inputs))}
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+        def classify(self, inputs):
+            return {"scores": self.y(self._examples(inputs))}
+
+    m = HalfPlusTwo()
+    tf.saved_model.save(m, path, signatures={"serving_default": m.predict, "regress_x_to_y": m.regress,
+                                             "classify_x_to_y": m.classify})
+
+
+MODELS = ("half_plus_two", "half_plus_n", "half_plus_two_tf2")  # what .complete lists: a build missing one is redone
+
+
 def export(out: str) -> str:
     """Write every test model under out/, atomically (a temp dir renamed into place)."""
     os.makedirs(out, exist_ok=True)
@@ -75,16 +114,18 @@ def export(out: str) -> str:
         build_half_plus(os.path.join(tmp, "half_plus_two", "00000123"), 2.0)
         build_half_plus(os.path.join(tmp, "half_plus_n", "1"), 2.0, with_labels=False)
         build_half_plus(os.path.join(tmp, "half_plus_n", "2"), 3.0, with_labels=False)
+        build_half_plus_tf2(os.path.join(tmp, "half_plus_two_tf2", "00000123"))
         for root, dirs, _ in os.walk(tmp):  # readable by a server running as another user
             for d in dirs:
                 os.chmod(os.path.join(root, d), 0o755)
         os.chmod(tmp, 0o755)
-        for name in ("half_plus_two", "half_plus_n"):
+        for name in MODELS:
             final = os.path.join(out, name)
             if os.path.exists(final):
                 shutil.rmtree(final)
             os.rename(os.path.join(tmp, name), final)
-        (open(os.path.join(out, ".complete"), "w")).close()
+        with open(os.path.join(out, ".complete"), "w") as f:
+            f.write(" ".join(MODELS) + "\n")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

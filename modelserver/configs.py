@@ -75,8 +75,9 @@ def parse_text_proto(path: str, message_cls):
     msg = message_cls()
     try:
         text_format.Parse(text, msg)
-    except text_format.ParseError as e:
-        raise ConfigError(f"{path}: {e}") from None
+    except text_format.ParseError as e:  # TF Serving's words: protobuf's TextFormat error, then server.cc's
+        raise ConfigError(f"Error parsing text-format {message_cls.DESCRIPTOR.full_name}: {e}; "
+                          f"Invalid protobuf file: '{path}'") from None
     return msg
 
 

@@ -29,6 +29,21 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _channel_arguments(text: str) -> tuple:
+    """((key, int or str), ...) as TF Serving's parseGrpcChannelArgs reads them; a pair without "=" is
+    refused here (TF Serving crashes on it)."""
+    out = []
+    for item in filter(None, text.split(",")):
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise argparse.ArgumentTypeError(f"expected key=value pairs separated by commas, got {item!r}")
+        try:
+            out.append((key, int(value)))
+        except ValueError:
+            out.append((key, value))
+    return tuple(out)
+
+
 class _OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D401 - argparse hook
         sys.stderr.write(f"tensorflow_model_server: error: {message}\n")
@@ -40,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="TF-Serving-compatible model server on the venv's TensorFlow runtime")
     flag = p.add_argument
     flag("--port", type=_non_negative, default=8500, help="gRPC port (0: no gRPC server)")
+    flag("--grpc_socket_path", default="", help="also serve gRPC on this UNIX socket (relative or absolute path)")
+    flag("--grpc_channel_arguments", type=_channel_arguments, default=(),
+         help="comma separated gRPC server arguments, key=value (an integer value passes as one), "
+              "e.g. grpc.max_connection_age_ms=2000")
     flag("--rest_api_port", type=_non_negative, default=0, help="REST port (0: no REST server)")
     flag("--model_name", default="default", help="name of the model, with --model_base_path")
     flag("--model_base_path", default="", help="directory holding numbered version directories")
@@ -62,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--grpc_max_threads", type=_non_negative, default=0,
          help="threads of the gRPC server, each runs its RPC's TF call (0: 4 x number of CPUs, as TF Serving)")
     flag("--enable_model_warmup", type=_bool, nargs="?", const=True, default=True)
+    # What this server cannot do, refused in one line when asked for (TF Serving's defaults otherwise).
+    flag("--prefer_tflite_model", type=_bool, nargs="?", const=True, default=False,
+         help="not available here: this server runs SavedModels only")
+    flag("--enable_profiler", type=_bool, nargs="?", const=True, default=None,
+         help="not available here: no profiler service (TF Serving runs one by default; =false is accepted)")
+    flag("--enable_signature_method_name_check", type=_bool, nargs="?", const=True, default=False,
+         help="Classify/Regress only on signatures whose method_name says so (off by default, as TF Serving)")
     # Extensions of this server (real TF Serving binds every interface and has no limits here).
     flag("--listen_address", default="127.0.0.1", help="address REST and gRPC bind to")
     flag("--rest_api_max_body_bytes", type=_non_negative, default=64 << 20,
@@ -83,8 +109,14 @@ def parse_flags(argv: list[str] | None = None) -> argparse.Namespace:
         build_parser().error("give --model_config_file or --model_base_path, not both")
     if not args.model_config_file and not args.model_base_path:
         build_parser().error("one of --model_config_file or --model_base_path is required")
-    if args.port == 0 and args.rest_api_port == 0:
-        build_parser().error("both --port and --rest_api_port are 0: nothing to serve")
+    if args.port == 0 and args.rest_api_port == 0 and not args.grpc_socket_path:
+        build_parser().error("both --port and --rest_api_port are 0 and no --grpc_socket_path: nothing to serve")
+    if args.prefer_tflite_model:
+        build_parser().error("--prefer_tflite_model: TensorFlow Lite models cannot be served here (SavedModels only); "
+                             "see docs/parity.md")
+    if args.enable_profiler:
+        build_parser().error("--enable_profiler: this server has no profiler service (TF Serving's is on by "
+                             "default); run without the flag or with --enable_profiler=false; see docs/parity.md")
     if args.batching_parameters_file and not args.enable_batching:
         build_parser().error("--batching_parameters_file needs --enable_batching")
     return args

@@ -130,17 +130,19 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
         return resp
 
 
-def build_server(api, manager, metrics, address: str, max_message_bytes: int,
-                 max_concurrent_rpcs: int = 0, threads: int = 4):
+def build_server(api, manager, metrics, addresses: list, max_message_bytes: int,
+                 max_concurrent_rpcs: int = 0, threads: int = 4, channel_arguments: tuple = ()):
+    """addresses: "host:port" and/or "unix:path" (--grpc_socket_path); channel_arguments
+    (--grpc_channel_arguments) override the defaults below, as TF Serving adds them last."""
     # RPCs beyond max_concurrent_rpcs are answered RESOURCE_EXHAUSTED by grpc itself.
+    options = {"grpc.max_receive_message_length": max_message_bytes,
+               "grpc.max_send_message_length": max_message_bytes, "grpc.so_reuseport": 0, **dict(channel_arguments)}
     server = grpc.server(ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
-                         maximum_concurrent_rpcs=max_concurrent_rpcs or None,
-                         options=[("grpc.max_receive_message_length", max_message_bytes),
-                                      ("grpc.max_send_message_length", max_message_bytes),
-                                      ("grpc.so_reuseport", 0)])
+                         maximum_concurrent_rpcs=max_concurrent_rpcs or None, options=list(options.items()))
     prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionService(api, manager, metrics),
                                                                         server)
     model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(manager), server)
-    if server.add_insecure_port(address) == 0:
-        raise OSError(f"cannot bind gRPC to {address} (port in use?)")
+    for address in addresses:
+        if server.add_insecure_port(address) == 0:
+            raise OSError(f"cannot bind gRPC to {address} (port in use, or the socket's directory missing?)")
     return server

@@ -35,14 +35,33 @@ def serialized_examples(inp) -> np.ndarray:
     return out
 
 
+# --enable_signature_method_name_check; off by default as in TF Serving, so Classify and Regress run on a TF2
+# model's signatures, which tf.saved_model.save always marks tensorflow/serving/predict.
+CHECK_METHOD_NAME = False
+
+
 def check_signature(sig, method: str) -> str:
-    """The name of the signature's one input, after checking it is a `method` signature."""
-    if sig.method_name != method:
-        what = "classification" if method == CLASSIFY else "regression"
+    """The graph input examples are fed to, after TF Serving's PreProcessClassification/Regression checks:
+    the method name only when the flag asks, then one input named "inputs" and the outputs the method reads
+    (its messages, without the SignatureDef dump)."""
+    what = "classification" if method == CLASSIFY else "regression"
+    if CHECK_METHOD_NAME and sig.method_name != method:
         raise invalid(f"Expected {what} signature method_name to be {method}. Was: {sig.method_name}")
     if len(sig.inputs) != 1:
-        raise invalid(f"Expected one input Tensor in signature {sig.name!r}, got {len(sig.inputs)}")
-    return next(iter(sig.inputs))
+        raise invalid("Expected one input Tensor.")
+    n_out = len(sig.outputs)
+    if method == CLASSIFY and n_out not in (1, 2):
+        raise invalid(f"Expected one or two output Tensors, found {n_out}")
+    if method == REGRESS and n_out != 1:
+        raise invalid("Expected one output Tensor.")
+    if "inputs" not in sig.inputs:
+        raise invalid(f"No {what} inputs found in SignatureDef {sig.name!r} (its input must be named inputs)")
+    if method == REGRESS and "outputs" not in sig.outputs:
+        raise invalid(f"No regression outputs found in SignatureDef {sig.name!r} (its output must be named outputs)")
+    if method == CLASSIFY and not {"classes", "scores"} & set(sig.outputs):
+        raise invalid('Expected classification signature outputs to contain at least one of "classes" or "scores". '
+                      f"Signature was: {sig.name!r}")
+    return "inputs"
 
 
 def classification_result(outputs: dict, n: int, result) -> None:

@@ -235,7 +235,6 @@ class RestAPI:
         for k, v in servable.signature_defs.items():
             sdm.signature_def[k].CopyFrom(v)
         meta = _message_to_dict(sdm)
-        meta["@type"] = "type.googleapis.com/tensorflow.serving.SignatureDefMap"
         return _ok({"model_spec": {"name": name, "signature_name": "", "version": str(servable.version)},
                     "metadata": {"signature_def": meta}})
 

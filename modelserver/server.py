@@ -44,9 +44,10 @@ async def serve(args) -> None:
     from modelserver.predict import PredictAPI
     from modelserver.rest import RestAPI, build_server as build_rest
 
-    from modelserver import tensors
+    from modelserver import inference, tensors
 
     tensors.MAX_TENSOR_BYTES = args.max_tensor_bytes
+    inference.CHECK_METHOD_NAME = args.enable_signature_method_name_check
     import tensorflow as tf  # the metrics page's shape depends on the release (batch size histogram)
 
     metrics = ServingMetrics(tf.__version__)
@@ -78,12 +79,18 @@ async def serve(args) -> None:
         loop.add_signal_handler(sig, stopping.set)
 
     grpc_server = site = None
-    if args.port:
-        grpc_server = build_server(api, manager, metrics, f"{args.listen_address}:{args.port}",
-                                   args.rest_api_max_body_bytes, args.rest_api_max_connections,
-                                   args.grpc_max_threads or 4 * (os.cpu_count() or 1))
+    addresses = ([f"{args.listen_address}:{args.port}"] if args.port else []) + \
+        ([f"unix:{args.grpc_socket_path}"] if args.grpc_socket_path else [])
+    if addresses:
+        try:
+            grpc_server = build_server(api, manager, metrics, addresses, args.rest_api_max_body_bytes,
+                                       args.rest_api_max_connections,
+                                       args.grpc_max_threads or 4 * (os.cpu_count() or 1), args.grpc_channel_arguments)
+        except (OSError, RuntimeError) as e:  # grpc raises RuntimeError("Failed to bind ...") in newer releases
+            raise StartupError(f"cannot serve gRPC on {' and '.join(addresses)}: {e}") from None
         grpc_server.start()
-        log.info("Running gRPC ModelServer at %s:%d ...", args.listen_address, args.port)
+        for a in addresses:
+            log.info("Running gRPC ModelServer at %s ...", a)
     if args.rest_api_port:
         read_timeout_s = args.rest_api_read_timeout_ms / 1000
         rest = RestAPI(api, manager, metrics, metrics_path, read_timeout_s, args.rest_api_timeout_in_ms)

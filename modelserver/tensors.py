@@ -178,14 +178,20 @@ def proto_to_array(name: str, proto: tensor_pb2.TensorProto, max_bytes: int | No
 
 
 def array_to_proto(arr: np.ndarray) -> tensor_pb2.TensorProto:
+    """An output as TF Serving's Predict answers it: Tensor::AsProtoField, every value in the dtype's
+    typed field (float_val, int64_val, ...; half as its bits in half_val), never tensor_content (TF
+    Serving's kAsProtoField, kept for compatibility with clients that read the typed fields)."""
     dt = _DT_OF_NP.get(arr.dtype)
     if dt is None:
         raise invalid(f"output dtype {arr.dtype} cannot be returned")
     proto = tensor_pb2.TensorProto(
         dtype=dt, tensor_shape=tensor_shape_pb2.TensorShapeProto(
             dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=s) for s in arr.shape]))
+    field = getattr(proto, _VAL_FIELDS[dt])
     if dt == types_pb2.DT_STRING:
-        proto.string_val.extend(bytes(v) for v in arr.ravel())
+        field.extend(bytes(v) for v in arr.ravel())
+    elif dt == types_pb2.DT_HALF:
+        field.extend(arr.ravel().view(np.uint16).tolist())
     else:
-        proto.tensor_content = np.ascontiguousarray(arr).tobytes()
+        field.extend(arr.ravel().tolist())
     return proto

@@ -14,7 +14,8 @@ pytestmark = pytest.mark.integration
 
 X = np.random.RandomState(3).rand(3, 784).astype(np.float32)
 PREDICT = "/v1/models/my_model:predict"
-LIMITS = ["--rest_api_max_body_bytes=65536", "--rest_api_max_connections=8", "--rest_api_read_timeout_ms=1500"]
+LIMITS = ["--rest_api_max_body_bytes=65536", "--rest_api_max_connections=8", "--rest_api_read_timeout_ms=1500",
+          "--enable_signature_method_name_check"]
 
 
 def post(server, path, **kw):
@@ -44,8 +45,9 @@ BAD = [
     ("path traversal", "/v1/models/..%2F..%2Fetc%2Fpasswd:predict", b'{"instances": [[1.0]]}', 404, "Servable"),
     ("unknown verb", "/v1/models/my_model:explain", b'{"instances": [[1.0]]}', 404, "Malformed request"),
     ("classify without examples", "/v1/models/my_model:classify", b'{"examples": []}', 400, "examples"),
+    # TF Serving's default --enable_signature_method_name_check=false: the signature's shape is what is checked
     ("classify on a predict signature", "/v1/models/my_model:classify", b'{"examples": [{"x": 1.0}]}', 400,
-     "Expected classification signature method_name to be tensorflow/serving/classify"),
+     "No classification inputs found in SignatureDef 'serving_default'"),
     ("malformed path", "/v2/whatever", b"{}", 404, "Malformed"),
 ]
 
@@ -78,6 +80,13 @@ def _connect(server) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", server.rest), timeout=5)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
+
+
+def test_the_method_name_check_refuses_a_predict_signature_when_asked(limited):
+    r = post(limited, "/v1/models/my_model:classify", json={"examples": [{"x": 1.0}]})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == ("Expected classification signature method_name to be tensorflow/serving/classify. "
+                                 "Was: tensorflow/serving/predict")
 
 
 def test_slow_loris_is_disconnected_after_the_read_timeout(limited):

@@ -34,6 +34,9 @@ CASES = [
     ("missing config file", lambda t: [_base(t), "--monitoring_config_file=/nonexistent/m.config"], "cannot read"),
     ("model config typo", lambda t: ["--model_config_file=" + _file(
         t, "models.config", 'model_config_list { config { name: "m" base_pth: "/x" } }')], "base_pth"),
+    # TF Serving's own integration test looks for these words (testBadModelConfig)
+    ("model config unparsable", lambda t: ["--model_config_file=" + _file(t, "models.config", "improperly formatted")],
+     "Error parsing text-format tensorflow.serving.ModelServerConfig"),
     ("model config without base_path", lambda t: ["--model_config_file=" + _file(
         t, "models.config", 'model_config_list { config { name: "m" } }')], "base_path"),
     ("base path missing", lambda t: ["--model_base_path=/nonexistent/model"], "not a directory"),

@@ -36,6 +36,14 @@ def test_predict_matches_in_process_model(server, stubs, reference):
     assert resp.model_spec.signature_name == "serving_default"
 
 
+def test_predict_answers_in_typed_fields_as_tf_serving(stubs):
+    """TF Serving's Predict fills float_val (Tensor::AsProtoField), never tensor_content: clients that read
+    outputs["..."].float_val (its own integration test does) see every value."""
+    out = stubs[0].Predict(request(X[:2]), timeout=10).outputs["probabilities"]
+    assert out.tensor_content == b"" and len(out.float_val) == 2 * 10
+    np.testing.assert_array_equal(np.array(out.float_val, np.float32).reshape(2, 10), tf.make_ndarray(out))
+
+
 def test_predict_with_float_val_encoding(server, stubs, reference):
     req = request(X[:1])
     t = req.inputs["x"]

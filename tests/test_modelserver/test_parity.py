@@ -43,7 +43,7 @@ def hp(request, tmp_path_factory):
     """half_plus_two and half_plus_n (both versions, labelled) behind one server."""
     v, tmp = request.param, tmp_path_factory.mktemp("parity")
     td = models_of(v)
-    cfg = config(tmp, {"half_plus_two": (td / "half_plus_two", ""),
+    cfg = config(tmp, {"half_plus_two": (td / "half_plus_two", ""), "half_plus_two_tf2": (td / "half_plus_two_tf2", ""),
                        "half_plus_n": (td / "half_plus_n", "model_version_policy { all {} } "
                                        'version_labels { key: "stable" value: 1 } '
                                        'version_labels { key: "canary" value: 2 }')})
@@ -93,8 +93,26 @@ def test_regress_and_classify_with_examples_and_context(hp):
     labelled = post(hp, "/v1/models/half_plus_two:classify",
                     {"signature_name": "classify_x_to_label", "examples": [{"x": 1.0}, {"x": 4.0}]})
     assert labelled.json() == {"results": [[["small", 2.5]], [["large", 4.0]]]}  # labels from the asset file
-    bad = post(hp, "/v1/models/half_plus_two:regress", {"examples": [{"x": 1.0}]})  # serving_default: predict
-    assert bad.status_code == 400 and "regression signature method_name" in bad.json()["error"]
+    bad = post(hp, "/v1/models/half_plus_two:regress", {"examples": [{"x": 1.0}]})  # serving_default: x -> y
+    assert bad.status_code == 400 and "No regression inputs found in SignatureDef" in bad.json()["error"]
+
+
+def test_classify_and_regress_run_on_a_tf2_models_predict_signatures(hp):
+    """tf.saved_model.save marks every signature tensorflow/serving/predict; TF Serving's default
+    (--enable_signature_method_name_check=false) runs Classify/Regress on them by their shape."""
+    reg = post(hp, "/v1/models/half_plus_two_tf2:regress",
+               {"signature_name": "regress_x_to_y", "examples": [{"x": 1.0}, {"x": 2.0}]})
+    assert reg.status_code == 200 and reg.json() == {"results": [2.5, 3.0]}, reg.text
+    cls = post(hp, "/v1/models/half_plus_two_tf2:classify",
+               {"signature_name": "classify_x_to_y", "examples": [{"x": 3.0}]})
+    assert cls.json() == {"results": [[["", 3.5]]]}, cls.text
+    with grpc.insecure_channel(f"127.0.0.1:{hp.grpc}") as ch:
+        req = regression_pb2.RegressionRequest()
+        req.model_spec.name, req.model_spec.signature_name = "half_plus_two_tf2", "regress_x_to_y"
+        ex = req.input.example_list.examples.add()
+        ex.features.feature["x"].float_list.value.append(4.0)
+        resp = prediction_service_pb2_grpc.PredictionServiceStub(ch).Regress(req, timeout=10)
+    assert [r.value for r in resp.result.regressions] == [4.0]
 
 
 def test_version_labels_pick_versions_for_every_verb(hp):

@@ -43,7 +43,17 @@ def test_metadata_json_shape(server):
     meta = requests.get(server.url("/v1/models/my_model/metadata"), timeout=5).json()
     assert meta["model_spec"] == {"name": "my_model", "signature_name": "", "version": "1"}
     sd = meta["metadata"]["signature_def"]
-    assert sd["@type"] == "type.googleapis.com/tensorflow.serving.SignatureDefMap"
+    assert set(meta) == {"model_spec", "metadata"} and set(meta["metadata"]) == {"signature_def"}
+    # exactly TF Serving's ToJsonString: the SignatureDefMap printed alone (no "@type" of the Any), proto field
+    # names, default fields printed; built here from the SavedModel on disk
+    from google.protobuf import json_format
+    from tensorflow.core.protobuf import saved_model_pb2
+    from tensorflow_serving.apis import get_model_metadata_pb2
+
+    assert set(sd) == {"signature_def"}
+    got = json_format.ParseDict(sd, get_model_metadata_pb2.SignatureDefMap())  # refuses any unknown key
+    saved = saved_model_pb2.SavedModel.FromString((server.base_path / "1" / "saved_model.pb").read_bytes())
+    assert dict(got.signature_def) == dict(saved.meta_graphs[0].signature_def)
     sig = sd["signature_def"]["serving_default"]
     assert sig["method_name"] == "tensorflow/serving/predict"
     x = sig["inputs"]["x"]

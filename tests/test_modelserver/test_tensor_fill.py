@@ -88,3 +88,17 @@ def test_any_shape_and_value_count_stays_within_the_limit(dt, shape, n, limit):
     assert peak < 4 * limit + (64 << 10), (shape, n, peak)
     if arr is not None:
         assert list(arr.shape) == shape
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=types_pb2.DataType.Name)
+def test_outputs_use_the_dtypes_typed_field_like_as_proto_field(dt):
+    """array_to_proto answers as TF Serving's Predict (Tensor::AsProtoField): every value in the
+    dtype's typed field, tensor_content empty, and TensorFlow reads back the same array."""
+    arr = tensors.proto_to_array("x", proto(dt, [2, 3], [1, 0, 2, 3, 1, 4]))
+    out = tensors.array_to_proto(arr)
+    assert out.tensor_content == b"" and out.dtype == dt
+    assert len(getattr(out, tensors._VAL_FIELDS[dt])) == 6
+    back = tf.make_ndarray(out)
+    if back.dtype == object:
+        back = back.astype(object)
+    np.testing.assert_array_equal(back, arr)
