@@ -43,11 +43,11 @@ def ensure_example_model(version: Version, registry: Registry, extra_layers: int
 def ensure_test_models(version: Version, registry: Registry, log=print) -> Path:
     """TF Serving's kind of test models (models/testdata.py), built once with the version's own TF:
     <dir>/half_plus_two/00000123, <dir>/half_plus_n/{1,2} and <dir>/half_plus_two_tf2/00000123."""
-    from models.testdata import MODELS
+    from models.testdata import MODELS, REVISION
 
     out = BUILD / f"tf{version.key}" / "testdata"
     marker = out / ".complete"
-    if marker.exists() and marker.read_text().split() == list(MODELS):
+    if marker.exists() and marker.read_text().split() == [*MODELS, REVISION]:
         return out
     py = venv_python(ensure_venv(version, registry, log=log))
     log(f"building the test models with TensorFlow {version.tensorflow} into {out}")

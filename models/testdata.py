@@ -15,7 +15,8 @@ half_plus_two_tf2/00000123/  the same function saved by TF2's tf.saved_model.sav
                           saved_model_half_plus_two_tf2: every signature's method_name is
                           tensorflow/serving/predict, including regress_x_to_y and classify_x_to_y
                           (examples "inputs" -> "outputs" / "scores"), which TF Serving runs with
-                          its default --enable_signature_method_name_check=false.
+                          its default --enable_signature_method_name_check=false; predict_many
+                          (x -> y0 ... y7) for output filters.
 """
 from __future__ import annotations
 
@@ -90,6 +91,10 @@ def build_half_plus_tf2(path: str) -> None:
         def _examples(self, serialized):
             return tf.io.parse_example(serialized, {"x": tf.io.FixedLenFeature([1], tf.float32)})["x"]
 
+        @tf.function(input_signature=[tf.TensorSpec([None, 1], tf.float32, name="x")])
+        def many(self, x):  # eight outputs, y + 0 ... y + 7: 255 output filters, for the callable cache's bound
+            return {f"y{i}": self.y(x) + float(i) for i in range(8)}
+
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
         def regress(self, inputs):
             return {"outputs": self.y(self._examples(inputs))}
@@ -100,10 +105,11 @@ def build_half_plus_tf2(path: str) -> None:
 
     m = HalfPlusTwo()
     tf.saved_model.save(m, path, signatures={"serving_default": m.predict, "regress_x_to_y": m.regress,
-                                             "classify_x_to_y": m.classify})
+                                             "classify_x_to_y": m.classify, "predict_many": m.many})
 
 
-MODELS = ("half_plus_two", "half_plus_n", "half_plus_two_tf2")  # what .complete lists: a build missing one is redone
+MODELS = ("half_plus_two", "half_plus_n", "half_plus_two_tf2")
+REVISION = "r2"  # with MODELS, what .complete holds: a build of other models or an older revision is redone
 
 
 def export(out: str) -> str:
@@ -125,7 +131,7 @@ def export(out: str) -> str:
                 shutil.rmtree(final)
             os.rename(os.path.join(tmp, name), final)
         with open(os.path.join(out, ".complete"), "w") as f:
-            f.write(" ".join(MODELS) + "\n")
+            f.write(" ".join((*MODELS, REVISION)) + "\n")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out

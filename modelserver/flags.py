@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
          help="REST connections beyond this are answered 503 (never above the open-file limit); also caps concurrent gRPC calls (0: the most the open-file limit allows)")
     flag("--rest_api_read_timeout_ms", type=_non_negative, default=10000,
          help="a client that sends its request slower than this is disconnected")
+    flag("--rest_api_max_json_containers", type=_non_negative, default=1 << 20,
+         help="a JSON body with more arrays and objects than this is refused INVALID_ARGUMENT before it is parsed")
     flag("--max_tensor_bytes", type=_non_negative, default=128 << 20,
          help="a request tensor larger than this once decoded is refused INVALID_ARGUMENT (TF Serving has no bound)")
     flag("--pid_file", default="", help="write the process id here (local runtime bookkeeping)")

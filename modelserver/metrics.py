@@ -144,6 +144,9 @@ class ServingMetrics:
                                           "full graph, induced by a set of options.", ())
         self.graph_build_time = _Counter(":tensorflow:core:graph_build_time_usecs", "The amount of time TensorFlow "
                                          "has spent creating new client graphs in microseconds.", ())
+        # This server's own (no TF Serving name): callables dropped from a servable's bounded cache.
+        self.callable_evictions = _Counter("tfsb_modelserver_callable_cache_evictions_total", "Session callables "
+                                           "dropped because a servable held MAX_CALLABLES (64) output sets.", ())
         self.load_attempts = _Counter(":tensorflow:cc:saved_model:load_attempt_count", "The number of times a "
                                       "SavedModel was successfully loaded.", ("model_path", "status"))
         self.load_latency = _Counter(":tensorflow:cc:saved_model:load_latency", "Latency in microseconds for "
@@ -153,7 +156,7 @@ class ServingMetrics:
         self._lock = threading.Lock()
         self._all = [self.request_count, self.request_latency, self.runtime_latency, self.queuing_latency,
                      self.batch_size, self.graph_runs, self.graph_run_time, self.graph_build_calls,
-                     self.graph_build_time, self.load_attempts, self.load_latency, self.warmup_latency]
+                     self.graph_build_time, self.callable_evictions, self.load_attempts, self.load_latency, self.warmup_latency]
 
     def render(self) -> bytes:
         out = []
@@ -197,11 +200,14 @@ class ServingMetrics:
             self.graph_runs.inc()
             self.graph_run_time.inc(by=seconds * 1e6)
 
-    def graph_built(self, seconds: float) -> None:
-        """A client graph built (a Session callable made for a new set of feeds and fetches)."""
+    def graph_built(self, seconds: float, evicted: int = 0) -> None:
+        """A client graph built (a Session callable made for a new set of feeds and fetches), after
+        `evicted` older ones were dropped from the servable's bounded cache."""
         with self._lock:
             self.graph_build_calls.inc()
             self.graph_build_time.inc(by=seconds * 1e6)
+            if evicted:
+                self.callable_evictions.inc(by=evicted)
 
     def model_loaded(self, path: str, ok: bool, load_s: float, warmup_s: float) -> None:
         with self._lock:

@@ -45,6 +45,11 @@ class PredictAPI:
         if unknown:
             raise invalid(f"output tensor alias not found in signature: {unknown[0]} Outputs expected to be in the "
                           f"set {{{','.join(sorted(sig.outputs))}}}.")
+        seen = set()
+        for k in outputs:  # as TF Serving's PreProcessPrediction: each alias once
+            if k in seen:
+                raise invalid(f"duplicate output tensor alias: {k}")
+            seen.add(k)
         inputs = decode(sig)
         return servable, sig, inputs, servable.validate(sig, inputs)
 
@@ -56,10 +61,11 @@ class PredictAPI:
             return servable, sig, await self.runner.run(servable, sig, inputs, rows, "predict", outputs, timeout_ms)
 
     def predict_blocking(self, name: str, version, label, signature_name: str, decode, entrypoint: str,
-                         outputs: tuple = ()):
+                         outputs: tuple = (), timeout_ms: int = 0):
         with self.counted(name, "predict", entrypoint):
             servable, sig, inputs, rows = self._prepare(name, version, label, signature_name, decode, outputs)
-            return servable, sig, self.runner.run_blocking(servable, sig, inputs, rows, "predict", outputs)
+            return servable, sig, self.runner.run_blocking(servable, sig, inputs, rows, "predict", outputs,
+                                                           timeout_ms)
 
     # ---- Classify / Regress -----------------------------------------------------------------
     def _prepare_examples(self, kind: str, name, version, label, signature_name: str, inp):

@@ -43,6 +43,29 @@ def _message_to_dict(msg) -> dict:
         return json_format.MessageToDict(msg, preserving_proto_field_name=True, including_default_value_fields=True)
 
 
+# Bounds on a JSON body's parse (--rest_api_max_json_containers). Every array or object becomes a Python
+# list or dict of 56-64 bytes, so 64 MiB of "[]," would cost 1.3 GB and seconds of numpy: the brackets are
+# counted (a C scan, ~20 ms for 64 MiB) before anything is parsed. With the bound, a body under the size
+# limit costs at most ~18 times its size (a float or short string per 4-5 bytes, 24-50 bytes each; SECURITY.md) plus
+# MAX_JSON_CONTAINERS x 64 bytes.
+MAX_JSON_CONTAINERS = 1 << 20
+# Bodies above this are parsed, decoded and run in a thread, not on the event loop every other REST
+# request waits on (parsing and converting tens of MB takes a second).
+LARGE_BODY_BYTES = 1 << 20
+
+
+def parse_json(raw: bytes):
+    """The parsed body, or INVALID_ARGUMENT before the parse when it holds too many arrays and objects."""
+    containers = raw.count(b"[") + raw.count(b"{")  # brackets inside strings count too: a bound, not a parse
+    if containers > MAX_JSON_CONTAINERS:
+        raise invalid(f"JSON body has {containers} arrays and objects, above the server's limit of "
+                      f"{MAX_JSON_CONTAINERS} (--rest_api_max_json_containers)")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise invalid(f"JSON Parse error: {e}") from None
+
+
 def decode_request(body: dict):
     """Return (signature_name, row_format, decode(sig)) for a parsed :predict body."""
     if not isinstance(body, dict):
@@ -183,20 +206,28 @@ class RestAPI:
                 return self._too_large()
             return _error(invalid(f"cannot read the request body: {detail}"))
 
+    def _parsed(self, raw: bytes, name: str, api: str, decode):
+        """decode(parse_json(raw)); a body refused here is counted as TF Serving counts it."""
+        try:
+            return decode(parse_json(raw))
+        except ServingError as e:
+            self.metrics.request(self.api.label(name), api, "REST", e.code, 0.0)
+            raise
+
+    def _predict_blocking(self, raw: bytes, name, version, label) -> dict:
+        sig_name, rows, decode = self._parsed(raw, name, "predict", decode_request)
+        _, _, outputs = self.api.predict_blocking(name, version, label, sig_name, decode, "REST",
+                                                  timeout_ms=self.timeout_ms)
+        return encode_response(outputs, rows)
+
     async def _predict(self, request, name, version, label):
         raw = await self._body(request)
         if isinstance(raw, web.Response):
             return raw
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as e:
-            self.metrics.request(self.api.label(name), "predict", "REST", "INVALID_ARGUMENT", 0.0)
-            return _error(invalid(f"JSON Parse error: {e}"))
-        try:
-            sig_name, rows, decode = decode_request(body)
-        except ServingError as e:
-            self.metrics.request(self.api.label(name), "predict", "REST", e.code, 0.0)
-            raise
+        if len(raw) > LARGE_BODY_BYTES:
+            return _ok(await asyncio.get_running_loop().run_in_executor(
+                None, self._predict_blocking, raw, name, version, label))
+        sig_name, rows, decode = self._parsed(raw, name, "predict", decode_request)
         _, _, outputs = await self.api.predict(name, version, label, sig_name, decode, "REST",
                                                timeout_ms=self.timeout_ms)
         return _ok(encode_response(outputs, rows))
@@ -207,14 +238,11 @@ class RestAPI:
         raw = await self._body(request)
         if isinstance(raw, web.Response):
             return raw
-        try:
-            sig_name, inp = inference.input_from_json(orjson.loads(raw))
-        except orjson.JSONDecodeError as e:
-            self.metrics.request(self.api.label(name), kind, "REST", "INVALID_ARGUMENT", 0.0)
-            return _error(invalid(f"JSON Parse error: {e}"))
-        except ServingError as e:
-            self.metrics.request(self.api.label(name), kind, "REST", e.code, 0.0)
-            raise
+        if len(raw) > LARGE_BODY_BYTES:
+            sig_name, inp = await asyncio.get_running_loop().run_in_executor(
+                None, self._parsed, raw, name, kind, inference.input_from_json)
+        else:
+            sig_name, inp = self._parsed(raw, name, kind, inference.input_from_json)
         result = (classification_pb2.ClassificationResult() if kind == "classify"
                   else regression_pb2.RegressionResult())
         await self.api.infer(kind, name, version, label, sig_name, inp, "REST", result)

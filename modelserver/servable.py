@@ -33,6 +33,9 @@ class TensorSpec:
         return tensors.NP_DTYPES.get(self.dtype)
 
 
+MAX_CALLABLES = 64  # Session callables kept per servable (one per set of outputs fetched)
+
+
 @dataclasses.dataclass
 class Signature:
     name: str
@@ -112,17 +115,24 @@ class Servable:
         return rows.pop() if len(rows) == 1 else -1
 
     def _callable(self, sig: Signature, outputs: tuple, timeout_ms: int = 0):
+        """The callable fetching `outputs` (sorted, distinct: one per set, as TF's own executor cache keys
+        them); at most MAX_CALLABLES per servable, the oldest dropped (and counted) beyond, so requests
+        naming ever new output sets cannot grow the server's memory without bound."""
         key = (sig.name, outputs, timeout_ms)
         fn = self._callables.get(key)
         if fn is None:
             with self._lock:  # make_callable changes the session's state: once per key
                 fn = self._callables.get(key)
                 if fn is None:
+                    evicted = 0
+                    while len(self._callables) >= MAX_CALLABLES:  # dicts keep insertion order: oldest first
+                        del self._callables[next(iter(self._callables))]
+                        evicted += 1
                     t0 = time.perf_counter()
                     fn = self._callables[key] = self._make_callable([sig.feeds[k] for k in sig.inputs],
                                                                     [sig.fetches[k] for k in outputs], timeout_ms)
                     if self._graph_built:
-                        self._graph_built(time.perf_counter() - t0)
+                        self._graph_built(time.perf_counter() - t0, evicted)
         return fn
 
     def _make_callable(self, feeds: list, fetches: list, timeout_ms: int = 0):
@@ -140,11 +150,13 @@ class Servable:
         """One Session run of the signature (blocking). outputs: the aliases to fetch (TF
         Serving's output_filter), all of them by default; timeout_ms: the run's deadline (0: none)."""
         outputs = tuple(outputs) or tuple(sig.outputs)
+        fetched = tuple(sorted(set(outputs)))
         try:
-            values = self._callable(sig, outputs, timeout_ms)(*[inputs[k] for k in sig.inputs])
+            values = self._callable(sig, fetched, timeout_ms)(*[inputs[k] for k in sig.inputs])
         except Exception as e:  # TF raises its own error classes; map them to codes
             raise from_tf_exception(e) from None
-        return dict(zip(outputs, values))
+        by_alias = dict(zip(fetched, values))
+        return {k: by_alias[k] for k in outputs}  # in the order asked for (REST's row format keeps it)
 
     def close(self) -> None:
         self.session.close()

@@ -42,12 +42,14 @@ async def serve(args) -> None:
     from modelserver.guard import ConnectionGuard
     from modelserver.metrics import ServingMetrics
     from modelserver.predict import PredictAPI
+    from modelserver import rest as rest_module
     from modelserver.rest import RestAPI, build_server as build_rest
 
     from modelserver import inference, tensors
 
     tensors.MAX_TENSOR_BYTES = args.max_tensor_bytes
     inference.CHECK_METHOD_NAME = args.enable_signature_method_name_check
+    rest_module.MAX_JSON_CONTAINERS = args.rest_api_max_json_containers
     import tensorflow as tf  # the metrics page's shape depends on the release (batch size histogram)
 
     metrics = ServingMetrics(tf.__version__)

@@ -167,3 +167,38 @@ def test_model_with_an_unsupported_dtype_is_refused_per_request(tmp_path):
         assert requests.get(s.url("/v1/models/my_model/metadata"), timeout=10).status_code == 200
     finally:
         s.stop()
+
+
+def _peak_rss(server) -> int:
+    for line in open(f"/proc/{server.proc.pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_body_of_millions_of_empty_arrays_is_refused_cheaply_without_stalling_others(server):
+    """63.9 MiB of empty instances, under the 64 MiB body limit: refused before it is parsed (not 2.3 GB
+    and 12 s of parsing), and a 1-row predict sent meanwhile is answered at once."""
+    import threading
+
+    body = b'{"instances": [' + b"[]," * ((63 << 20) // 3) + b"[]]}"
+    peak = _peak_rss(server)
+    answer = {}
+    big = threading.Thread(target=lambda: answer.update(r=post(server, PREDICT, data=body,
+                                                              headers={"Content-Type": "application/json"})))
+    big.start()
+    t0 = time.monotonic()
+    while big.is_alive() and time.monotonic() - t0 < 30:
+        t = time.monotonic()
+        assert predicts(server)
+        assert time.monotonic() - t < 1.0, "a 1-row predict waited behind the big body"
+    big.join(30)
+    r = answer["r"]
+    assert r.status_code == 400 and "--rest_api_max_json_containers" in r.json()["error"], r.text[:200]
+    assert _peak_rss(server) - peak < 4 * len(body)
+
+
+def test_a_large_valid_body_is_parsed_off_the_event_loop_and_answered(server):
+    x = np.full((700, 784), 0.5, np.float32)  # ~2.2 MB of JSON: above LARGE_BODY_BYTES
+    r = post(server, PREDICT, json={"instances": x.tolist()})
+    assert r.status_code == 200 and np.asarray(r.json()["predictions"]).shape == (700, 10)

@@ -219,8 +219,9 @@ def test_handle_reload_config_request_over_grpc(hp):
 
     td = models_of(hp.version)
     cfg = model_server_config_pb2.ModelServerConfig()
-    for name, path in (("half_plus_two", td / "half_plus_two"), ("half_plus_n", td / "half_plus_n"),
-                       ("again", td / "half_plus_n")):
+    # the module's models stay (later tests use them), "again" is added
+    for name, path in (("half_plus_two", td / "half_plus_two"), ("half_plus_two_tf2", td / "half_plus_two_tf2"),
+                       ("half_plus_n", td / "half_plus_n"), ("again", td / "half_plus_n")):
         c = cfg.model_config_list.config.add(name=name, base_path=str(path), model_platform="tensorflow")
         if name == "half_plus_n":
             c.model_version_policy.all.SetInParent()
@@ -263,3 +264,46 @@ def test_grpc_requests_carry_the_method_name_and_multi_inference_records_nothing
         assert stub.MultiInference(mreq, timeout=20).results[0].regression_result.regressions[0].value == 3.0
         count1, lat1 = page()
     assert count1 == count0 and lat1 == lat0
+
+
+def _metric(s, name: str) -> float:
+    text = requests.get(s.url("/monitoring/prometheus/metrics"), timeout=5).text
+    fams = text_string_to_metric_families(text)  # the parser names a counter's family without "_total"
+    return sum(smp.value for fam in fams if fam.name == name.removesuffix("_total") for smp in fam.samples)
+
+
+def test_output_filters_refuse_duplicates_and_their_callables_stay_bounded(hp):
+    """TF Serving refuses an alias named twice; one callable per set of outputs (any order), at most 64
+    per servable, the oldest dropped and counted: filters cannot grow the server without bound."""
+    import itertools
+
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+
+    def predict(stub, aliases):
+        req = predict_pb2.PredictRequest(output_filter=list(aliases))
+        req.model_spec.name, req.model_spec.signature_name = "half_plus_two_tf2", "predict_many"
+        req.inputs["x"].CopyFrom(tf.make_tensor_proto([[1.0]], dtype=tf.float32))
+        return stub.Predict(req, timeout=10)
+
+    builds = ":tensorflow:core:graph_build_calls"
+    with grpc.insecure_channel(f"127.0.0.1:{hp.grpc}") as ch:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(ch)
+        with pytest.raises(grpc.RpcError) as err:
+            predict(stub, ["y1", "y2", "y1"])
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert err.value.details() == "duplicate output tensor alias: y1"
+        before = _metric(hp, builds)
+        for perm in itertools.permutations(["y0", "y5", "y7"]):  # six orders, one set
+            out = predict(stub, perm).outputs
+            assert {k: list(v.float_val) for k, v in out.items()} == {"y0": [2.5], "y5": [7.5], "y7": [9.5]}
+        assert _metric(hp, builds) - before == 1
+        evicted = _metric(hp, "tfsb_modelserver_callable_cache_evictions_total")
+        subsets = [c for r in (1, 2, 6, 7, 5) for c in itertools.combinations([f"y{i}" for i in range(8)], r)][:100]
+        before = _metric(hp, builds)
+        for aliases in subsets:
+            assert set(predict(stub, aliases).outputs) == set(aliases)
+        new = _metric(hp, builds) - before
+        assert new == 100  # none of these sets was built before
+        assert _metric(hp, "tfsb_modelserver_callable_cache_evictions_total") - evicted >= new - 64 > 0
+        assert list(predict(stub, ["y0", "y5", "y7"]).outputs["y7"].float_val) == [9.5]  # rebuilt once dropped
