@@ -1,6 +1,7 @@
 """Which TF Serving version (and container) a process belongs to.
 
-* local runtime: the model servers' pid files (.state/local/tf<version>/modelserver.pid)
+* local runtime: the model servers' pid files (.state/local/tf<version>/modelserver.pid; a stale
+  one, whose process has another start time, names nobody: `pidfile.read`)
   and, for servers started by hand, the `--version_label=<v>` on their command line;
 * docker runtime: /proc/<pid>/cgroup gives the container id (cgroup v1 and v2
   forms), the docker API (read-only) gives its `tfsb.version` label or image tag;
@@ -12,6 +13,8 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+
+import pidfile
 
 _CGROUP_ID = re.compile(r"(?:docker[-/]|/containers/|cri-containerd-|crio-)([0-9a-f]{64})")
 _IMAGE_VERSION = re.compile(r"tensorflow/serving:(\d+\.\d+)")
@@ -53,11 +56,8 @@ class Attributor:
         found = {}
         if self.state_dir and self.state_dir.is_dir():
             for pid_file in self.state_dir.glob("tf*/modelserver.pid"):
-                try:
-                    pid = int(pid_file.read_text().split()[0])
-                except (OSError, ValueError, IndexError):
-                    continue
-                if self._cmdline(pid):
+                pid = pidfile.read(pid_file, self.proc)  # None when stale: after pid reuse it is not ours
+                if pid is not None and self._cmdline(pid):
                     found[pid] = pid_file.parent.name[2:]
         for entry in self.proc.iterdir() if self.proc.is_dir() else []:
             if not entry.name.isdigit() or int(entry.name) in found:

@@ -148,7 +148,7 @@ def build_base(log=print) -> str:
         shutil.copy2(prometheus, rootfs / "bin" / "prometheus")
         (rootfs / "prometheus").mkdir()
         os.chown(rootfs / "prometheus", 65534, 65534)  # prom/prometheus runs as nobody too
-    return _build("tfsb-offline/base:local", ["exporter"], group_pins("exporter"), [], extra, log)
+    return _build("tfsb-offline/base:local", ["exporter", "pidfile"], group_pins("exporter"), [], extra, log)
 
 
 def _copy_python(rootfs: Path, minor: str) -> str:

@@ -1,8 +1,7 @@
 """Processes the local runtime starts: detached, with pid and log files, stopped exactly.
 
-A pid file holds the pid and the process's start time (field 22 of /proc/<pid>/stat, clock ticks
-since boot): after a crash and a reboot or pid reuse, the same pid is another process, and
-nothing here will signal it. `state_lock` serialises `up` and `down` on one state directory.
+A pid file holds the pid and the process's start time (see `pidfile`): after a crash and a
+reboot or pid reuse, the same pid is another process, and nothing here will signal it. `state_lock` serialises `up` and `down` on one state directory.
 """
 from __future__ import annotations
 
@@ -13,6 +12,8 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+
+import pidfile
 
 
 def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
@@ -25,27 +26,8 @@ def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
     os.replace(tmp, path)
 
 
-def start_time(pid: int) -> int | None:
-    """When pid started (clock ticks since boot), None if there is no such process."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])  # field 22; the command name may hold spaces
-
-
-def read_pid(pid_file: Path) -> int | None:
-    """The pid of pid_file if that process is still the one we started, else None."""
-    try:
-        pid, started = (int(x) for x in pid_file.read_text().split()[:2])
-    except (OSError, ValueError):
-        return None
-    return pid if start_time(pid) == started else None
-
-
-def stale(pid_file: Path) -> bool:
-    """A pid file whose process is gone or is not ours any more (pid reused)."""
-    return pid_file.exists() and read_pid(pid_file) is None
+# The pid-file format and its identity check live in `pidfile`, shared with the exporter.
+start_time, read_pid, stale = pidfile.start_time, pidfile.read, pidfile.stale
 
 
 @contextlib.contextmanager
@@ -90,7 +72,7 @@ def start(cmd: list, pid_file: Path, log_file: Path, env: dict | None = None, cw
     with open(log_file, "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, env=env, cwd=cwd, preexec_fn=preexec_fn)
-    write_atomic(pid_file, f"{proc.pid} {start_time(proc.pid)}\n")
+    write_atomic(pid_file, pidfile.line(proc.pid))
     return proc.pid
 
 

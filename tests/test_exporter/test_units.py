@@ -3,6 +3,8 @@
 import fake_nvml
 import pytest
 
+import pidfile
+
 from exporter.attribution import Attributor, container_id_from_cgroup
 from exporter.collectors import Health
 from exporter.nvml_source import NvmlSource
@@ -46,6 +48,32 @@ def test_attribution_from_a_proc_tree(tmp_path):
     assert a.attribute(100) == (CID[:12], "2.12")
     assert a.attribute(200) == ("", "2.9")
     assert a.attribute(300) == ("", "")
+
+
+def _stat(pid: int, start: int) -> str:
+    """A /proc/<pid>/stat line (the command name holds a space and a parenthesis, as it may)."""
+    return f"{pid} (model server) S " + " ".join(["0"] * 18) + f" {start} 0 0\n"
+
+
+def test_attribution_ignores_a_stale_pid_file(tmp_path):
+    """After a crash and pid reuse the local runtime's pid file names another process: the
+    exporter uses the stack's own stale check and attributes nothing to that version."""
+    proc, state = tmp_path / "proc", tmp_path / "state"
+    for pid, start, cmd in ((400, 111, ["python", "-m", "modelserver", "--port=9000"]),  # pid file's own process
+                            (500, 999, ["postgres"])):                                  # pid reused by a stranger
+        d = proc / str(pid)
+        d.mkdir(parents=True)
+        (d / "cmdline").write_bytes("\0".join(cmd).encode() + b"\0")
+        (d / "cgroup").write_text(CGROUP_HOST)
+        (d / "stat").write_text(_stat(pid, start))
+    for version, line in (("2.9", "400 111\n"), ("2.21", "500 222\n")):  # 2.21's file: pid 500 started at 222
+        (state / f"tf{version}").mkdir(parents=True)
+        (state / f"tf{version}" / "modelserver.pid").write_text(line)
+    a = Attributor(state, proc, Docker())
+    assert a.model_servers() == {400: "2.9"}
+    assert a.attribute(500) == ("", "")
+    assert pidfile.stale(state / "tf2.21" / "modelserver.pid", proc)
+    assert not pidfile.stale(state / "tf2.9" / "modelserver.pid", proc)
 
 
 def test_sampler_keeps_the_peak_between_scrapes():
