@@ -1,7 +1,6 @@
 """python -m analysis compare|report|query|baseline|regress  (the Makefile's compare/report/... targets)."""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import re
@@ -9,6 +8,11 @@ import sys
 import time
 
 from analysis import baseline, runstore
+from loadgen.argtypes import OneLineParser, number
+from loadgen.scenario import MAX_CONCURRENCY
+from loadgen.schedule import MAX_RATE
+
+REPEATS = number(1, 1000, integer=True, name="REPEAT")  # repeats per cell
 from analysis.profiles import get as get_profile
 
 
@@ -204,7 +208,7 @@ def cmd_regress(a) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m analysis")
+    p = OneLineParser(prog="python -m analysis")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compare", help="the whole protocol, repeated, with a report")
     c.add_argument("--versions", default=os.environ.get("VERSIONS", "2.9 2.21"), help="baseline first")
@@ -225,7 +229,7 @@ def main(argv=None) -> int:
         sp.add_argument("--batching", default=os.environ.get("BATCHING", "on"), help="on, off or both")
         sp.add_argument("--protocol", default=os.environ.get("PROTOCOL", "rest"), help="rest, grpc or both")
         sp.add_argument("--sla-ms", default=os.environ.get("SLA_MS", ""), help="P99 SLA (default: the profile's)")
-        sp.add_argument("--repeat", type=int, default=int(os.environ["REPEAT"]) if os.environ.get("REPEAT") else None,
+        sp.add_argument("--repeat", type=REPEATS, default=os.environ.get("REPEAT") or None,
                         help="repeats per cell (default: the profile's)")
         sp.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
         sp.add_argument("--run", default=os.environ.get("RUN", ""), help="resume this run id")
@@ -242,20 +246,22 @@ def main(argv=None) -> int:
     g = sub.add_parser("regress", help="run the baseline's profile against a version; exit 1 on regression")
     g.add_argument("--baseline", required=True)
     g.add_argument("--version", required=True)
-    g.add_argument("--tolerance", type=float, default=0.10)
+    g.add_argument("--tolerance", type=number(0, 10), default=0.10)
     g.add_argument("--model", default=os.environ.get("MODEL", ""))
     g.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
     sc = sub.add_parser("scenario", help="batching on/off, REST vs gRPC, the batching sweep, a hot model update")
     sc.add_argument("name", choices=["batching", "protocols", "sweep", "hot-update"])
     sc.add_argument("--versions", default=os.environ.get("VERSIONS") or os.environ.get("VERSION") or "2.9")
     sc.add_argument("--profile", default=os.environ.get("PROFILE", "quick"))
-    sc.add_argument("--repeat", type=int, default=int(os.environ.get("REPEAT", "2")))
+    sc.add_argument("--repeat", type=REPEATS, default=os.environ.get("REPEAT") or "2")
     sc.add_argument("--max-batch", default=os.environ.get("MAX_BATCH", "8 32 128"))
     sc.add_argument("--timeout-us", default=os.environ.get("TIMEOUT_US", "0 2000 10000"))
     sc.add_argument("--threads", default=os.environ.get("THREADS", "2 4 8"))
-    sc.add_argument("--concurrency", type=int, default=int(os.environ.get("CONCURRENCY", "32")),
+    sc.add_argument("--concurrency", type=number(1, MAX_CONCURRENCY, integer=True, name="CONCURRENCY"),
+                    default=os.environ.get("CONCURRENCY") or "32",
                     help="sweep: closed-loop level of every measurement")
-    sc.add_argument("--rate", type=float, default=float(os.environ.get("RATE", "100")), help="hot-update: req/s")
+    sc.add_argument("--rate", type=number(0, MAX_RATE, lo_open=True, name="RATE"), default=os.environ.get("RATE") or "100",
+                    help="hot-update: req/s")
     sc.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
     a = p.parse_args(argv)
     try:

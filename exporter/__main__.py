@@ -65,8 +65,10 @@ def main(argv=None) -> int:
     p.add_argument("--kube-api", default="", help="API server URL instead of the in-cluster one (kubectl proxy)")
     p.add_argument("--nvml-module", default="pynvml", help="module with pynvml's API (tests inject a fake)")
     args = p.parse_args(argv)
-    if args.sample_interval <= 0:
-        p.error("--sample-interval must be > 0")
+    if not 0 < args.sample_interval <= 60:  # nan fails this too
+        p.error("--sample-interval must be > 0 and at most 60 (seconds)")
+    if not 0 <= args.port < 65536:
+        p.error("--port must be 0..65535")
     try:
         nvml = importlib.import_module(args.nvml_module)
     except ImportError as e:

@@ -11,8 +11,8 @@ import threading
 
 class Sampler:
     def __init__(self, source, interval_s: float = 0.1):
-        if interval_s <= 0:
-            raise ValueError("the sampling interval must be > 0")
+        if not 0 < interval_s <= 60:  # nan and inf fail this too
+            raise ValueError(f"the sampling interval must be > 0 and at most 60 s, got {interval_s!r}")
         self.source, self.interval_s = source, interval_s
         self._lock = threading.Lock()
         self._latest = None

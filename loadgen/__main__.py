@@ -5,14 +5,14 @@ import argparse
 import sys
 
 from loadgen.app import RunError, execute
+from loadgen.argtypes import OneLineParser, number
 from loadgen.cli import add_load_flags, scenario_from_args
 from loadgen.scenario import ScenarioError
+from loadgen.schedule import MAX_RATE
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, not the whole usage text
-        sys.stderr.write(f"loadgen: error: {message} (see --help)\n")
-        sys.exit(2)
+class _Parser(OneLineParser):
+    error_prefix = "loadgen: error: "
 
 
 EPILOG = """exit codes: 0 the result is valid and every threshold held; 1 a threshold was broken (or an
@@ -54,11 +54,11 @@ def main(argv=None) -> int:
     search = sub.add_parser("search", help="find the maximum stable QPS under an SLA (bisection over rates)")
     add_load_flags(search)
     search.add_argument("--sla-p99", default="50ms", help="P99 bound of a stable rate (default 50ms)")
-    search.add_argument("--sla-error-ratio", type=float, default=0.01, help="error ratio bound (default 0.01)")
-    search.add_argument("--low", type=float, default=10.0, help="a rate known to pass")
-    search.add_argument("--high", type=float, default=5000.0, help="a rate above the maximum")
-    search.add_argument("--precision", type=float, default=0.05, help="stop when high/low - 1 is below this")
-    search.add_argument("--max-probes", type=int, default=10)
+    search.add_argument("--sla-error-ratio", type=number(0, 1), default=0.01, help="error ratio bound (default 0.01)")
+    search.add_argument("--low", type=number(0, MAX_RATE, lo_open=True), default=10.0, help="a rate known to pass")
+    search.add_argument("--high", type=number(0, MAX_RATE, lo_open=True), default=5000.0, help="a rate above the maximum")
+    search.add_argument("--precision", type=number(0, 1, lo_open=True), default=0.05, help="stop when high/low - 1 is below this")
+    search.add_argument("--max-probes", type=number(1, 100, integer=True), default=10)
     args = p.parse_args(argv)
     try:
         if args.cmd == "merge":

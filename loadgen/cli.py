@@ -6,6 +6,7 @@ import datetime
 import os
 import secrets
 
+from loadgen.argtypes import number
 from loadgen.scenario import Load, Scenario, ScenarioError, Target, check, load_file, parse_duration, parse_target
 
 DEFAULT_METRICS_PORT = 9464
@@ -48,7 +49,7 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
       help="k6-style pass/fail, repeatable: METRIC OP VALUE[:abort] with METRIC p50 p90 p95 p99 p999 avg max "
            "error_ratio rate, e.g. 'p95<20ms', 'error_ratio<0.01:abort', 'rate>=450'")
     a("--max-p99", help="shorthand for --threshold 'p99<=VALUE', e.g. 50ms")
-    a("--max-error-ratio", type=float, help="shorthand for --threshold 'error_ratio<=VALUE'")
+    a("--max-error-ratio", type=number(0, 1), help="shorthand for --threshold 'error_ratio<=VALUE'")
     a("--max-send-lag", help=f"open loop: send lag P99 bound of a valid result (default: {th.max_send_lag_p99_ms:g}ms)")
     a("--metrics-port", type=int, help=f"/metrics port (default: {DEFAULT_METRICS_PORT} + TFSB_PORT_OFFSET; 0: none)")
     a("--metrics-addr", default=os.environ.get("BIND", "127.0.0.1"), help="/metrics address (default: %(default)s)")

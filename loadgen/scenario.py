@@ -10,6 +10,7 @@ line before any request is sent (ScenarioError -> exit 2).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 
@@ -23,6 +24,8 @@ class ScenarioError(ValueError):
     """A scenario a user wrote wrongly; the message says which field and why."""
 
 
+# Every duration (windows, warm-up, timeouts, linger) at most a day: bounded loops stop by themselves.
+MAX_DURATION_S = 24 * 3600.0
 _DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ms|us|h|m|s)")
 _UNIT_S = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 
@@ -43,8 +46,12 @@ def parse_duration(value, field: str) -> float:
             seconds = sign * sum(float(n) * _UNIT_S[u] for n, u in _DURATION_PART.findall(text))
         else:
             raise ScenarioError(f"{field}: expected a duration like 30s, 1m30s or 500ms, got {value!r}")
+    if not math.isfinite(seconds):  # YAML's .inf/.nan: a load loop must end, a timeout must compare
+        raise ScenarioError(f"{field}: must be a finite duration, got {value!r}")
     if seconds < 0:
         raise ScenarioError(f"{field}: must not be negative, got {value!r}")
+    if seconds > MAX_DURATION_S:
+        raise ScenarioError(f"{field}: must be at most {MAX_DURATION_S / 3600:g}h, got {value!r}")
     return seconds
 
 
@@ -52,6 +59,8 @@ def _number(value, field: str, *, integer: bool = False, positive: bool = True, 
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not float(value).is_integer()):
         kind = "an integer" if integer else "a number"
         raise ScenarioError(f"{field}: expected {kind}, got {value!r}")
+    if not math.isfinite(value):
+        raise ScenarioError(f"{field}: must be a finite number, got {value!r}")
     if positive and (value < 0 or (value == 0 and not allow_zero)):
         raise ScenarioError(f"{field}: must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
     return int(value) if integer else float(value)

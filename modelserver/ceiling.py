@@ -48,8 +48,8 @@ def main(argv=None) -> int:
     p.add_argument("--window-s", type=float, default=1.0)
     p.add_argument("--warmup-s", type=float, default=0.5)
     a = p.parse_args(argv)
-    if min(a.rows) < 1 or a.windows < 1 or a.window_s <= 0:
-        p.error("--rows, --windows and --window-s must be positive")
+    if min(a.rows) < 1 or a.windows < 1 or not 0 < a.window_s <= 3600 or not 0 <= a.warmup_s <= 3600:
+        p.error("--rows, --windows and --window-s must be positive, --window-s and --warmup-s finite and at most 3600")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 

@@ -12,6 +12,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from loadgen.argtypes import OneLineParser, number
+from loadgen.scenario import MAX_DURATION_S
+from loadgen.schedule import MAX_RATE
 from models.prepare import ModelError
 from stack.registry import RegistryError, load_registry
 from stack.runtime import pick_runtime
@@ -22,12 +25,24 @@ def _versions_arg(args) -> str:
     return args.versions or os.environ.get("VERSIONS") or os.environ.get("VERSION") or "2.9"
 
 
+def _sla_from_env() -> float | None:
+    """SLA_P99_MS, the alert rules' P99 bound: a finite number of milliseconds > 0, or unset."""
+    text = os.environ.get("SLA_P99_MS", "")
+    if not text:
+        return None
+    try:
+        return number(0, 3_600_000, lo_open=True)(text)
+    except argparse.ArgumentTypeError as e:
+        raise ValueError(f"SLA_P99_MS: {e}") from None
+
+
 def cmd_up(args, reg) -> int:
     from stack import local, ports, procs
 
     runtime = pick_runtime(args.runtime)
     versions = reg.select(_versions_arg(args))
     ports.check_all(versions)  # a bad TFSB_PORT_OFFSET fails here, before anything is started or written
+    _sla_from_env()  # so does a bad SLA_P99_MS
     print(f"runtime: {runtime}")
     if runtime == "docker":
         return _up_docker(args, reg, versions)
@@ -52,7 +67,7 @@ def _up_local(args, reg, versions) -> int:
         print(f"  TF Serving {v.name}: REST http://127.0.0.1:{info['rest']}/v1/models/{args.model_name}  "
               f"gRPC 127.0.0.1:{info['grpc']}  metrics http://127.0.0.1:{info['rest']}/monitoring/prometheus/metrics")
     exporter = monitoring.up_exporter(args.bind)
-    sla = float(os.environ["SLA_P99_MS"]) if os.environ.get("SLA_P99_MS") else None
+    sla = _sla_from_env()
     prom = monitoring.up_prometheus(reg, args.bind, sla)
     running = [v.name for v in monitoring.running_versions(reg)]
     print(f"  exporter: {exporter}\n  Prometheus: {prom}  (alerts: {prom}/alerts)")
@@ -251,7 +266,7 @@ def cmd_demo(args, reg) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m stack", description="bring the benchmark stack up and down")
+    p = OneLineParser(prog="python -m stack", description="bring the benchmark stack up and down")
     sub = p.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="start model servers (and, where built, the monitoring stack)")
     up.add_argument("--versions", default="", help='e.g. "2.6 2.9 2.12" (default: $VERSIONS, $VERSION, 2.9)')
@@ -269,8 +284,8 @@ def main(argv=None) -> int:
     demo.add_argument("--versions", default="2.9 2.21")
     w = sub.add_parser("watch", help="a live terminal view of the comparison panels")
     w.add_argument("--once", action="store_true")
-    w.add_argument("--interval", type=float, default=3.0)
-    w.add_argument("--duration", type=float, default=3600.0, help="stop after this many seconds")
+    w.add_argument("--interval", type=number(0.1, 3600), default=3.0)
+    w.add_argument("--duration", type=number(0, MAX_DURATION_S, lo_open=True), default=3600.0, help="stop after this many seconds")
     pc = sub.add_parser("promconfig", help="print prometheus.yml for all versions")
     pc.add_argument("--runtime", choices=["local", "docker"], default="docker")
     sub.add_parser("dashboards", help="regenerate grafana/dashboards/*.json")
@@ -284,9 +299,9 @@ def main(argv=None) -> int:
                    help="gs:// s3:// or hdfs:// URI TF Serving reads (default: the models PVC)")
     k.add_argument("--cpu", default=os.environ.get("CPU", "4"), help="per server, requests = limits")
     k.add_argument("--memory", default=os.environ.get("MEMORY", "8Gi"), help="per server, requests = limits")
-    k.add_argument("--shards", type=int, default=os.environ.get("SHARDS") or "3", help="load generator pods")
-    k.add_argument("--rate", type=float, default=os.environ.get("RATE") or "1000", help="total req/s")
-    k.add_argument("--duration", type=int, default=os.environ.get("DURATION_S") or "300", help="load generator seconds")
+    k.add_argument("--shards", type=number(1, 1000, integer=True, name="SHARDS"), default=os.environ.get("SHARDS") or "3", help="load generator pods")
+    k.add_argument("--rate", type=number(0, MAX_RATE, lo_open=True, name="RATE"), default=os.environ.get("RATE") or "1000", help="total req/s")
+    k.add_argument("--duration", type=number(1, MAX_DURATION_S, integer=True, name="DURATION_S"), default=os.environ.get("DURATION_S") or "300", help="load generator seconds")
     k.add_argument("--protocol", default="grpc", choices=["rest", "grpc"])
     k.add_argument("--release", default=os.environ.get("RELEASE", "kube-prometheus-stack"),
                    help="the kube-prometheus-stack Helm release selecting monitors and rules")

@@ -30,7 +30,16 @@ COMMANDS = [
     ("version twice", ["stack", "up", "--versions", "2.9 2.9", "--runtime", "local"], "listed twice"),
     ("compare unknown version", ["analysis", "compare", "--versions", "2.9 9.9"], "unknown version '9.9'"),
     ("unknown profile", ["analysis", "compare", "--versions", "2.9", "--profile", "huge"], "unknown PROFILE"),
-    ("zero repeats", ["analysis", "compare", "--versions", "2.9", "--repeat", "0"], "REPEAT must be >= 1"),
+    ("zero repeats", ["analysis", "compare", "--versions", "2.9", "--repeat", "0"], "REPEAT must be an integer >= 1"),
+    ("nan repeats", ["analysis", "compare", "--versions", "2.9", "--repeat", "nan"], "REPEAT must be an integer"),
+    ("nan tolerance", ["analysis", "regress", "--baseline", "b", "--version", "2.9", "--tolerance", "nan"],
+     "--tolerance: expected a number >= 0"),
+    ("infinite sweep concurrency", ["analysis", "scenario", "sweep", "--concurrency", "1e9"],
+     "CONCURRENCY must be an integer"),
+    ("nan hot-update rate", ["analysis", "scenario", "hot-update", "--rate", "nan"], "RATE must be a number > 0"),
+    ("endless watch", ["stack", "watch", "--duration", "inf"], "--duration: expected a number > 0"),
+    ("nan k8s rate", ["stack", "k8s", "--rate", "nan"], "RATE must be a number > 0"),
+    ("nan sla", ["stack", "up", "--versions", "2.9", "--runtime", "local"], "SLA_P99_MS: expected a number > 0"),
     ("bad protocol", ["analysis", "compare", "--versions", "2.9", "--protocol", "http"], "PROTOCOL"),
     ("bad rows", ["analysis", "compare", "--versions", "2.9", "--rows", "1 x"], "ROWS must be whole numbers"),
     ("zero rows", ["analysis", "compare", "--versions", "2.9", "--rows", "0"], "ROWS must be whole numbers >= 1"),
@@ -67,6 +76,7 @@ COMMANDS = [
 ]
 OFFSETS = {"bad port offset": "lots", "port offset overflow": "70000", "port offset overflow in status": "70000",
            "privileged ports": "-8000"}
+ENVS = {"nan sla": {"SLA_P99_MS": "nan"}}
 
 
 def run(args, tmp_path, **env):
@@ -94,7 +104,7 @@ def test_malformed_versions_yaml(tmp_path, case, text, needle):
 
 @pytest.mark.parametrize("case,args,needle", COMMANDS, ids=[c[0] for c in COMMANDS])
 def test_bad_commands(tmp_path, case, args, needle):
-    env = {"TFSB_PORT_OFFSET": OFFSETS[case]} if case in OFFSETS else {}
+    env = {"TFSB_PORT_OFFSET": OFFSETS[case]} if case in OFFSETS else ENVS.get(case, {})
     one_line_error(run(args, tmp_path, **env), needle)
     assert not (tmp_path / "state").exists() and not (tmp_path / "results").exists()
 

@@ -28,6 +28,16 @@ BAD = [
     ("run id escaping results", "targets: [rest://127.0.0.1:1]\nrun_id: ../..\n", "run_id '../..'"),
     ("unquoted version", "targets: [{version: 2.10, protocol: rest, address: '127.0.0.1:1'}]\n",
      "version 2.1 is a number; write it in quotes"),
+    # numbers in configs: YAML's .inf and .nan are floats, and nan passes every `x <= 0` check
+    ("infinite duration", "targets: [rest://127.0.0.1:1]\nload: {duration: .inf}\n", "load.duration: must be a finite duration"),
+    ("nan duration", "targets: [rest://127.0.0.1:1]\nload: {duration: .nan}\n", "load.duration: must be a finite duration"),
+    ("nan timeout", "targets: [rest://127.0.0.1:1]\nload: {timeout: .nan}\n", "load.timeout: must be a finite duration"),
+    ("infinite warmup", "targets: [rest://127.0.0.1:1]\nload: {warmup: .inf}\n", "load.warmup: must be a finite duration"),
+    ("nan rate", "targets: [rest://127.0.0.1:1]\nload: {mode: poisson, rate: .nan}\n", "load.rate: must be a finite number"),
+    ("nan step", "targets: [rest://127.0.0.1:1]\nload: {mode: poisson, steps: [10, .nan]}\n", "load.steps[1]: must be a finite number"),
+    ("nan p99 threshold", "targets: [rest://127.0.0.1:1]\nthresholds: {max_p99_ms: .nan}\n", "thresholds.max_p99_ms: must be a finite"),
+    ("infinite linger", "targets: [rest://127.0.0.1:1]\nlinger: .inf\n", "linger: must be a finite duration"),
+    ("duration over a day", "targets: [rest://127.0.0.1:1]\nload: {duration: 25h}\n", "load.duration: must be at most 24h"),
 ]
 
 
@@ -52,6 +62,9 @@ def test_bad_scenario_file(tmp_path, case, text, needle):
     (["--target", "rest://127.0.0.1:1", "--rate", "1e9", "--duration", "2s"], "at most 1,000,000 requests/s"),
     (["--target", "rest://127.0.0.1:1", "--rate", "1e12"], "at most 1,000,000 requests/s"),
     (["--target", "rest://127.0.0.1:1", "--run-id", "../x"], "run id '../x'"),
+    (["--target", "rest://127.0.0.1:1", "--rate", "nan"], "load.rate: must be a finite number"),
+    (["--target", "rest://127.0.0.1:1", "--concurrency", "2", "--timeout", "9" * 400 + "s"], "load.timeout: must be a finite"),
+    (["--target", "rest://127.0.0.1:1", "--max-error-ratio", "nan"], "--max-error-ratio: expected a number >= 0"),
 ])
 def test_bad_flags(tmp_path, flags, needle):
     proc = run_loadgen(["run", *flags, "--out", str(tmp_path / "o.json")])
