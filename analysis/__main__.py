@@ -8,7 +8,9 @@ import sys
 import time
 
 from analysis import baseline, runstore
+from loadgen import stopping
 from loadgen.argtypes import OneLineParser, number
+from loadgen.cli import new_run_id
 from loadgen.scenario import MAX_CONCURRENCY
 from loadgen.schedule import MAX_RATE
 
@@ -81,7 +83,14 @@ def _compare(a, reg, versions, log=print) -> int:
         f"{'/'.join(settings.protocols)}, SLA P99 {settings.sla_p99_ms:g} ms, runtime {runtime}; "
         + ("client on cores " + placement.Placement.cpuset(place.client) + ", servers on "
            + placement.Placement.cpuset(place.servers) if place.isolated else f"not isolated: {place.reason}"))
-    run = run_compare(settings, serving, place, a.run, runtime, a.model or None, log=log)
+    run_id = a.run or new_run_id()
+    try:
+        run = run_compare(settings, serving, place, run_id, runtime, a.model or None, log=log)
+    except stopping.Interrupted as e:
+        print(f"{e}: run {run_id} is saved as interrupted with every finished measurement; the servers stay "
+              f"up. `make report RUN={run_id}` reports them, `make compare ... RUN={run_id}` resumes.",
+              file=sys.stderr)
+        raise
     log(f"measured in {time.time() - t0:.0f}s; run id {run['run_id']}")
     rep = write(run["run_id"])
     print(open(rep["files"]["md"]).read())
@@ -264,9 +273,14 @@ def main(argv=None) -> int:
                     help="hot-update: req/s")
     sc.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
     a = p.parse_args(argv)
+    stopping.install()
     try:
         return {"compare": cmd_compare, "calibrate": cmd_calibrate, "report": cmd_report, "query": cmd_query, "baseline": cmd_baseline,
                 "regress": cmd_regress, "scenario": cmd_scenario}[a.cmd](a)
+    except stopping.Interrupted as e:
+        if a.cmd != "compare":  # compare said what it saved
+            print(str(e), file=sys.stderr)
+        return e.exit_code
     except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -13,8 +13,9 @@ from __future__ import annotations
 import copy
 import time
 
-from analysis import ceiling, counters, plan, runstore
+from analysis import ceiling, counters, plan, resume, runstore
 from analysis.plan import Settings
+from loadgen import stopping
 from loadgen.app import build_payloads, check_writable, measure
 from loadgen.cli import new_run_id
 from loadgen.scenario import Load, Payload, Scenario, Target, check
@@ -133,18 +134,10 @@ def _busy(run: dict, names, t0: float) -> None:
         run.setdefault("activity", {}).setdefault(n, []).append([t0, time.time()])
 
 
-def run_compare(settings: Settings, serving, placement, run_id: str = "", runtime: str = "local", model=None,
-                log=print) -> dict:
+def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log) -> None:
+    """Every cell, cold start, ceiling and search the run still lacks; saved after each."""
     from stack.placement import pin_self
 
-    run_id = run_id or new_run_id()
-    check_writable(str(runstore.run_dir(run_id) / "compare.json"))  # a full disk fails now, not mid-run
-    try:
-        run = runstore.load(run_id)
-        log(f"resuming run {run_id}: {len(run['cells'])} measurements already done")
-    except FileNotFoundError:
-        run = new_run(run_id, settings, serving, runtime, model, placement)
-    runstore.save(run)
     by_name = {s.name: s for s in serving.servers}
     todo = [c for c in plan.cells(settings) if plan.key(c) not in run["cells"]]
     payloads, last_seen = {}, {}
@@ -169,6 +162,7 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
                             settings.profile.ceiling_window_s, run["ceiling"], lambda: runstore.save(run), log)
         pin_self(placement.client)  # the client on its own cores (all of them when not isolated)
         for i, c in enumerate(mine, 1):
+            stopping.check()  # a signal between cells (during a cold start, the ceiling, a sleep)
             server = by_name[c["version"]]
             pkey = (server.name, c["protocol"], c["rows"])
             if pkey not in payloads:
@@ -191,6 +185,28 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
             log(f"  [{len(run['cells'])}/{len(plan.cells(settings))}] rep {c['repeat'] + 1} " + _describe(c, m))
         _search(run, settings, serving, by_name, batching, payloads, run_id, log)
     time.sleep(IDLE_EDGE_S)  # a Prometheus sample after the last cell, for the reconciliation
+
+
+def run_compare(settings: Settings, serving, placement, run_id: str = "", runtime: str = "local", model=None,
+                log=print) -> dict:
+    run_id = run_id or new_run_id()
+    check_writable(str(runstore.run_dir(run_id) / "compare.json"))  # a full disk fails now, not mid-run
+    fresh = new_run(run_id, settings, serving, runtime, model, placement)
+    try:
+        run = runstore.load(run_id)
+    except FileNotFoundError:
+        run = fresh
+    else:  # the same settings, or one line before any server is touched
+        resume.check(run, fresh["config"])
+        run["status"] = "running"  # an interrupted run goes on
+        log(f"resuming run {run_id}: {len(run['cells'])} measurements already done")
+    runstore.save(run)
+    try:
+        _measure(run, settings, serving, placement, run_id, log)
+    except stopping.Interrupted:  # every finished cell is saved; the cut one never was
+        run["status"], run["interrupted"] = "interrupted", {"signal": stopping.requested(), "at": time.time()}
+        runstore.save(run)
+        raise
     run["status"] = "done"
     run["finished"] = time.time()
     runstore.save(run)

@@ -41,18 +41,21 @@ def build(run_id: str, log=print) -> dict:
               max((c["end"] for c in run["cells"].values()), default=time.time())]
     gaps = promql.scrape_gaps(*window, url=url)
     crosscheck = checks(run, url)
+    planned = planned_keys(run["config"])
     for check in crosscheck:
         cell = run["cells"][check["cell"]]
         check["in_gap"] = bool(gaps) and any(a < cell["end"] and cell["start"] < b for a, b in gaps)
     return {"run_id": run_id, "baseline_version": run["config"]["versions"][0], "gaps": gaps,
-            "planned": planned_cells(run["config"]), "config": run["config"], "placement": run.get("placement"),
+            "planned": len(planned), "missing": [k for k in planned if k not in run["cells"]], "config": run["config"], "placement": run.get("placement"),
             "environment": run["environment"], "cold_start": run["cold_start"],
             "max_stable_qps": {k: v.get("max_stable_qps") for k, v in run["search"].items()},
             "search": run["search"], **built, "crosscheck": crosscheck, "status": run["status"],
+            "interrupted": (run.get("interrupted") or {}).get("signal", ""),
             "window": window, "_run": run}
 
 
-def planned_cells(config: dict) -> int:
+def planned_keys(config: dict) -> list:
+    """The keys of every cell the run's config plans, in measuring order."""
     from analysis import plan
     from analysis.plan import Settings
     from analysis.profiles import Profile
@@ -60,7 +63,7 @@ def planned_cells(config: dict) -> int:
     settings = Settings(tuple(config["versions"]), tuple(config["rows"]), tuple(config["batching"]),
                         tuple(config["protocols"]), Profile(**config["profile"]), config["repeat"],
                         config["sla_p99_ms"])
-    return len(plan.cells(settings))
+    return [plan.key(c) for c in plan.cells(settings)]
 
 
 def write(run_id: str, log=print) -> dict:

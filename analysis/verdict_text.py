@@ -129,8 +129,12 @@ def notes(rep: dict) -> list:
         if "skipped" in c:
             out.append(f"> TF ceiling of {v} not measured: {c['skipped']}.")
     if rep["status"] != "done":
-        out.append(f"> **Partial run**: {len(rep['crosscheck'])} of {rep['planned']} measurements finished (the "
-                   f"compare was interrupted); `make compare ... RUN={rep['run_id']}` resumes it.")
+        why = "interrupted by " + rep["interrupted"] if rep.get("interrupted") else "the compare was interrupted"
+        missing = rep.get("missing") or []
+        out.append(f"> **Partial run**: {len(rep['crosscheck'])} of {rep['planned']} measurements finished ({why}); "
+                   f"`make compare ... RUN={rep['run_id']}` resumes it. Missing: "
+                   + ", ".join(f"`{k}`" for k in missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+                   + ".")
     invalid = [c for c in rep["crosscheck"] if not c["valid"]]
     if invalid:
         out.append(f"> **{len(invalid)} invalid window(s)** (generator saturated, send lag, too few requests or "

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from loadgen import stopping
 from loadgen.app import RunError, execute
 from loadgen.argtypes import OneLineParser, number
 from loadgen.cli import add_load_flags, scenario_from_args
@@ -17,7 +18,9 @@ class _Parser(OneLineParser):
 
 EPILOG = """exit codes: 0 the result is valid and every threshold held; 1 a threshold was broken (or an
 :abort threshold ended the run); 2 a usage error (nothing was sent); 3 the result is invalid (the
-generator saturated, send lag, too few requests, the server unreachable: the summary says why).
+generator saturated, send lag, too few requests, the server unreachable: the summary says why);
+130/143 stopped by SIGINT/SIGTERM (the summary keeps the cut window, marked invalid; a second signal
+exits at once).
 
 client cost: the generator's own CPU per request (REST ~0.03-0.05 ms, gRPC ~0.13-0.2 ms on a 2-core
 machine, benchmarks/loadgen.py) is on the critical path at low concurrency; every summary states its
@@ -60,6 +63,7 @@ def main(argv=None) -> int:
     search.add_argument("--precision", type=number(0, 1, lo_open=True), default=0.05, help="stop when high/low - 1 is below this")
     search.add_argument("--max-probes", type=number(1, 100, integer=True), default=10)
     args = p.parse_args(argv)
+    stopping.install()
     try:
         if args.cmd == "merge":
             return _merge(args)
@@ -72,8 +76,9 @@ def main(argv=None) -> int:
     except (ScenarioError, RunError) as e:
         print(f"loadgen: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        return 130
+    except stopping.Interrupted as e:
+        print(f"loadgen: {e}", file=sys.stderr)
+        return e.exit_code
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import tempfile
 import threading
 
 from loadgen import payload as payload_mod
+from loadgen import stopping
 from loadgen.exposition import LoadgenCollector, serve_metrics, stop_metrics
 from loadgen.record import Recorder
 from loadgen.runner import LiveState, Runner
@@ -84,13 +85,16 @@ async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics
     gc.freeze()
     task = asyncio.ensure_future(runner.run())
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, task.cancel)
+    stopping.on_stop(task, lambda: loop.call_soon_threadsafe(task.cancel))  # the one cancellation path
     try:
         raw = await task
     except asyncio.CancelledError:  # stopped by a signal or an :abort threshold: keep what was measured
         rec.flush()
         raw = runner.raw_results(None, partial=True)
+    finally:
+        stopping.forget(task)
+    if stopping.requested():
+        raw["interrupted"] = stopping.requested()  # never a valid window (summarize)
     return raw, live, handle
 
 
@@ -100,14 +104,17 @@ def measure(s, payloads: dict, boundary=None) -> dict:
         if boundary:
             raise ValueError("phase boundaries are exact in one process only; use workers=1")
         from loadgen.workers import run_workers
-        return summarize(merge_raw(run_workers(s, payloads)), s)
-    install_loop(s)
+        summary = summarize(merge_raw(run_workers(s, payloads)), s)
+    else:
+        install_loop(s)
 
-    async def go():
-        raw, _, handle = await run_in_process(s, payloads, boundary=boundary)
-        stop_metrics(handle)
-        return raw
-    return summarize(asyncio.run(go()), s)
+        async def go():
+            raw, _, handle = await run_in_process(s, payloads, boundary=boundary)
+            stop_metrics(handle)
+            return raw
+        summary = summarize(asyncio.run(go()), s)
+    stopping.check("the window in flight was not kept")  # a compare or scenario stops here, keeping no cut cell
+    return summary
 
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_INVALID = 0, 1, 2, 3
@@ -116,7 +123,10 @@ EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_INVALID = 0, 1, 2, 3
 def exit_code(summary: dict) -> int:
     """0: valid and every threshold held; 1: a threshold broken (or an :abort one ended the run);
     3: the result itself is invalid (saturated generator, send lag, too few requests, server
-    unreachable), whatever the thresholds say; 2 is for usage errors, before any request."""
+    unreachable), whatever the thresholds say; 2 is for usage errors, before any request;
+    128 + the signal's number (130, 143) when a signal stopped the run."""
+    if summary.get("interrupted"):
+        return 128 + signal.Signals[summary["interrupted"]].value
     if not summary["valid"]:
         return EXIT_INVALID
     return EXIT_OK if summary["thresholds_passed"] and not summary["aborted"] else EXIT_THRESHOLD
@@ -166,6 +176,9 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
     print(f"summary: {s.out}" + (f"; per-second history: {csv_path}" if csv_path else ""), file=out)
     if summary["aborted"]:
         print(f"aborted: {summary['aborted']}", file=out)
+    if summary["interrupted"]:
+        print(f"interrupted by {summary['interrupted']}: the summary holds what was measured until then, "
+              "marked invalid", file=out)
     if summary_json == "-":
         sys.stdout.write(json.dumps({k: v for k, v in summary.items() if k != "raw"}, indent=1, default=str) + "\n")
         sys.stdout.flush()
@@ -183,9 +196,11 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
 
 
 def linger(seconds: float) -> None:
-    """Wait, but let SIGTERM/SIGINT end the wait (the event loop's handlers are gone by now)."""
+    """Wait, but let SIGTERM/SIGINT end the wait."""
     done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    done.wait(seconds)
+    stopping.on_stop(done, done.set)
+    try:
+        done.wait(seconds)
+    finally:
+        stopping.forget(done)
 

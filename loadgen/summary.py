@@ -19,6 +19,7 @@ def merge_raw(raws: list) -> dict:
     out = json.loads(json.dumps(raws[0]))
     for other in raws[1:]:
         out["partial"] = out["partial"] or other["partial"]
+        out["interrupted"] = out.get("interrupted") or other.get("interrupted")
         for name, t in other["targets"].items():
             mine = out["targets"].setdefault(name, json.loads(json.dumps(t)))
             if mine is t:
@@ -103,6 +104,10 @@ def summarize(raw: dict, s) -> dict:
     targets, violations = [], []
     for name, t in raw["targets"].items():
         phases = {ph: phase_stats(info, s.load.mode, s) for ph, info in t["phases"].items()}
+        if raw.get("interrupted"):  # a window a signal cut short is not a measurement of its load
+            for st in phases.values():
+                st["valid"] = False
+                st["invalid_reasons"].append(f"interrupted by {raw['interrupted']}")
         measured = {ph: st for ph, st in phases.items() if ph != "warmup"}
         violations += [text for _, _, text in broken(s.thresholds.parsed, {f"{name} {ph}": st
                                                                              for ph, st in measured.items()})]
@@ -110,7 +115,8 @@ def summarize(raw: dict, s) -> dict:
                         "phases": phases, "valid": bool(measured) and all(st["valid"] for st in measured.values())})
     config = dataclasses.asdict(s)
     return {"run_id": raw["run_id"], "scenario": s.name, "mode": s.load.mode, "partial": raw["partial"],
-            "started": raw.get("started"), "phase_marks": raw.get("phase_marks", []), "config": config,
+            "interrupted": raw.get("interrupted") or "", "started": raw.get("started"),
+            "phase_marks": raw.get("phase_marks", []), "config": config,
             "targets": targets, "valid": bool(targets) and all(t["valid"] for t in targets),
             "thresholds_passed": not violations, "violations": violations, "aborted": raw.get("aborted", ""),
             "raw": raw}

@@ -9,7 +9,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import multiprocessing
+import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
+
+from loadgen import stopping
 
 
 def _share(total: float, n: int, i: int, integer: bool):
@@ -33,8 +37,10 @@ def worker_scenario(s, n: int, i: int):
 
 
 def _work(s, payloads):
+    from loadgen import stopping
     from loadgen.app import install_loop, run_in_process
 
+    stopping.install()  # the parent forwards its first signal as SIGTERM: stop, keep the partial window
     install_loop(s)
     raw, _, handle = asyncio.run(run_in_process(s, payloads))
     from loadgen.exposition import stop_metrics
@@ -47,4 +53,15 @@ def run_workers(s, payloads: dict) -> list:
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         futures = [pool.submit(_work, worker_scenario(s, n, i), payloads) for i in range(n)]
-        return [f.result() for f in futures]
+
+        def forward():  # pool._processes: the executor's own {pid: process}; no public accessor
+            for pid in list(getattr(pool, "_processes", None) or {}):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        stopping.on_stop(pool, forward)
+        try:
+            return [f.result() for f in futures]
+        finally:
+            stopping.forget(pool)

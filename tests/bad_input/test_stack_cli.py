@@ -156,3 +156,64 @@ def test_a_profile_file_overrides_quick_field_by_field(tmp_path):
     p = get(str(f))
     assert p.name == "mine" and p.concurrency == (1, 8) and p.window_s == 2.5 and p.repeat == 5
     assert p.warmup_s == BUILT_IN["quick"].warmup_s and p.rates == ()
+
+
+def _stored_run(tmp_path, run_id="r1"):
+    """A compare.json as `make compare VERSIONS="2.9 2.21" PROFILE=quick` writes it (no cells yet)."""
+    import json
+
+    from analysis import plan
+    from analysis.compare import new_run
+    from analysis.profiles import get
+    from stack import placement
+    from stack.serving import LocalServing
+
+    reg = load_registry()
+    settings = plan.Settings(("2.9", "2.21"), (1,), (True,), ("rest",), get("quick"), 2, 50.0)
+    run = new_run(run_id, settings, LocalServing(reg, reg.select("2.9 2.21")), "local", None,
+                  placement.plan(None, False))
+    run["cells"] = {"made up": {"a cell": 1}}
+    path = tmp_path / "results" / run_id / "compare.json"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(run))
+    return path
+
+
+RESUMES = [  # one setting changed from the stored run's, and the field the refusal must name
+    ("other model", ["--model", "models/build/other"], 'model = "example"'),
+    ("other rows", ["--rows", "1 32"], "rows = [1]"),
+    ("other repeat", ["--repeat", "3"], "repeat = 2"),
+    ("other protocol", ["--protocol", "grpc"], 'protocols = ["rest"]'),
+    ("other batching", ["--batching", "off"], "batching = [true]"),
+    ("other sla", ["--sla-ms", "80"], "sla_p99_ms = 50.0"),
+    ("other versions", ["--versions", "2.9 2.12"], 'versions = ["2.9", "2.21"]'),
+]
+
+
+@pytest.mark.parametrize("case,flags,needle", RESUMES, ids=[r[0] for r in RESUMES])
+def test_a_resume_with_other_settings_is_refused_naming_the_field(tmp_path, case, flags, needle):
+    stored = _stored_run(tmp_path)
+    before = stored.read_text()
+    base = {"--versions": "2.9 2.21", "--profile": "quick", "--repeat": "2", "--rows": "1", "--batching": "on",
+            "--protocol": "rest", "--sla-ms": "50", "--runtime": "local"}
+    base.update(dict(zip(flags[::2], flags[1::2])))
+    proc = run(["analysis", "compare", "--run", "r1", *[x for kv in base.items() for x in kv]], tmp_path)
+    one_line_error(proc, "run r1 was measured with " + needle)
+    assert "resume with the run's" in proc.stderr
+    assert stored.read_text() == before and not (tmp_path / "state").exists()  # nothing written, nothing started
+
+
+def test_a_resume_with_the_same_settings_passes_the_check(tmp_path):
+    """The check compares what JSON stored with what a new run would store: equal settings pass
+    (tuples and lists, floats and ints as compare.json holds them), so the refusals above are not
+    a check that refuses everything."""
+    import json
+
+    from analysis import resume
+
+    stored = json.loads(_stored_run(tmp_path).read_text())
+    fresh = json.loads(_stored_run(tmp_path / "again").read_text())
+    resume.check(stored, fresh["config"])
+    fresh["config"]["profile"]["window_s"] += 1
+    with pytest.raises(resume.ResumeMismatch, match="profile.window_s"):
+        resume.check(stored, fresh["config"])

@@ -169,3 +169,53 @@ def test_loadgen_killed_mid_run_leaves_a_whole_partial_summary(env):
     st = summary["targets"][0]["phases"]["steady"]
     assert st["ok"] > 100 and st["errors"] == {} and st["latency_ms"]["p99"] > 0
     assert not list(out.parent.glob(f".{out.name}.tmp*")), "a temporary file was left behind"
+
+
+@pytest.mark.parametrize("protocol,workers,sig", [("grpc", 1, signal.SIGINT), ("rest", 1, signal.SIGTERM),
+                                                   ("rest", 2, signal.SIGTERM)])
+def test_a_signal_stops_loadgen_within_a_second_and_the_cut_window_is_invalid(env, protocol, workers, sig):
+    """The first SIGINT/SIGTERM stops sending at once (gRPC took 55 s), the summary keeps the cut
+    window marked interrupted (it once said "valid over 60.0 s"), and the exit status says so."""
+    out = Path(env["_tmp"]) / f"signalled-{protocol}-{workers}.json"
+    load = subprocess.Popen([sys.executable, "-m", "loadgen", "run", "--versions", B, "--protocol", protocol,
+                             "--concurrency", "2", "--workers", str(workers), "--duration", "60s", "--warmup", "1s",
+                             "--quiet", "--metrics-port", "0", "--out", str(out)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(7 if workers == 1 else 12)  # into the steady window (workers: spawn and import first)
+    assert load.poll() is None, load.communicate()
+    sent_at = time.monotonic()
+    load.send_signal(sig)
+    stdout, stderr = load.communicate(timeout=30)
+    took = time.monotonic() - sent_at
+    assert load.returncode == 128 + sig, stdout + stderr
+    assert took < 3.0, f"{took:.1f}s from the signal to the exit"
+    assert "Traceback" not in stderr and f"interrupted by {sig.name}" in stdout
+    summary = json.loads(out.read_text())
+    assert summary["interrupted"] == sig.name and summary["valid"] is False
+    st = summary["targets"][0]["phases"]["steady"]
+    assert st["valid"] is False and f"interrupted by {sig.name}" in st["invalid_reasons"]
+    assert st["ok"] > 10 and 1.0 < st["seconds"] < 20.0, st["seconds"]  # the time it ran, not the 60 s asked
+
+
+def test_a_signalled_compare_saves_an_interrupted_run_without_the_cut_cell_and_reports_it(env):
+    results = Path(env["_tmp"]) / "signalled"
+    e = dict(env, TFSB_RESULTS=str(results))
+    cmd = [sys.executable, "-m", "analysis", "compare", "--versions", B, "--profile", "quick", "--repeat", "2",
+           "--runtime", "local", "--run", "sig-run"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: _first_cell_started(results), 240, "first measurement")
+    time.sleep(2.0)  # inside the second cell's window
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stdout[-2000:] + stderr[-2000:]
+    assert "Traceback" not in stderr and "run sig-run is saved as interrupted" in stderr
+    run = json.loads((results / "sig-run" / "compare.json").read_text())
+    assert run["status"] == "interrupted" and run["interrupted"]["signal"] == "SIGINT"
+    window = run["config"]["profile"]["window_s"]
+    assert 1 <= len(run["cells"]) < 4
+    for cell in run["cells"].values():  # whole cells only: the cut window was never saved
+        assert cell["client"]["seconds"] >= 0.95 * window and cell["server"] is not None, cell["client"]["seconds"]
+    rep = python_m(e, "analysis", "report", "--run", "sig-run")
+    assert rep.returncode == 0, rep.stderr
+    assert f"**Partial run**: {len(run['cells'])} of 4 measurements finished (interrupted by SIGINT)" in rep.stdout
+    assert "Missing: `" in rep.stdout
