@@ -13,7 +13,7 @@ from analysis import counters, promql, reconcile, rows as rows_mod, runstore
 from analysis.report_html import html_page
 from analysis.report_text import csv_text, markdown
 from loadgen.summary import write_json_atomic
-from stack.procs import write_atomic
+from fileio.atomic import write_atomic
 
 
 def checks(run: dict, url: str | None = None) -> list:

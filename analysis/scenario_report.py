@@ -6,7 +6,7 @@ import time
 
 from analysis import runstore
 from loadgen.summary import write_json_atomic
-from stack.procs import write_atomic
+from fileio.atomic import write_atomic
 
 
 def _f(x, digits=1) -> str:

@@ -22,7 +22,7 @@ from analysis import counters, runstore
 from analysis.compare import Edges, scenario as cell_scenario
 from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure
-from stack.procs import write_atomic
+from fileio.atomic import write_atomic
 from stack.serving import model_states
 
 BATCHING = ("max_batch_size {{ value: {b} }}\nbatch_timeout_micros {{ value: {t} }}\n"

@@ -14,7 +14,7 @@ import re
 import time
 from pathlib import Path
 
-import pidfile
+from fileio import pidfile
 
 _CGROUP_ID = re.compile(r"(?:docker[-/]|/containers/|cri-containerd-|crio-)([0-9a-f]{64})")
 _IMAGE_VERSION = re.compile(r"tensorflow/serving:(\d+\.\d+)")

@@ -10,6 +10,7 @@ import sys
 import tempfile
 import threading
 
+from fileio.atomic import WriteError
 from loadgen import payload as payload_mod
 from loadgen import stopping
 from loadgen.exposition import LoadgenCollector, serve_metrics, stop_metrics
@@ -118,6 +119,7 @@ def measure(s, payloads: dict, boundary=None) -> dict:
 
 
 EXIT_OK, EXIT_THRESHOLD, EXIT_USAGE, EXIT_INVALID = 0, 1, 2, 3
+EXIT_UNWRITTEN = EXIT_USAGE  # the summary could not be written (a full disk): one line naming the path
 
 
 def exit_code(summary: dict) -> int:
@@ -147,8 +149,15 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
     if place.isolated:  # off the model servers' cores (`make up` put them on the others)
         pin_self(place.client)
 
+    unwritten = []  # the first failed periodic write, said once; the run goes on in memory
+
     def partial(raw: dict) -> None:
-        write_json_atomic(s.out, summarize(raw, s))
+        try:
+            write_json_atomic(s.out, summarize(raw, s))
+        except WriteError as e:
+            if not unwritten:
+                print(f"loadgen: warning: {e}; the run goes on, its summary is kept in memory", file=sys.stderr)
+            unwritten.append(e)
 
     display = None if quiet or s.workers > 1 else LiveDisplay()
     history = CsvHistory(csv_path) if csv_path else None
@@ -170,9 +179,17 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
     if live is not None:  # /metrics says "done" before the summary file does
         live.valid = {t["name"]: int(t["valid"]) for t in summary["targets"]}
         live.phase = "done"
-    write_json_atomic(s.out, summary)
+    try:
+        write_json_atomic(s.out, summary)
+        lost = None
+    except WriteError as e:  # a full disk: the table still shows what was measured
+        lost = e
     out = sys.stderr if summary_json == "-" else sys.stdout
     print_table(summary, stream=out, spectrum=spectrum)
+    if lost:
+        stop_metrics(handle)
+        print(f"loadgen: error: {lost}: the summary above is all that is left of this run", file=sys.stderr)
+        return EXIT_UNWRITTEN
     print(f"summary: {s.out}" + (f"; per-second history: {csv_path}" if csv_path else ""), file=out)
     if summary["aborted"]:
         print(f"aborted: {summary['aborted']}", file=out)

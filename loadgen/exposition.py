@@ -119,7 +119,7 @@ def register(port: int, addr: str, run_id: str) -> Path | None:
     d = targets_dir()
     if not d.is_dir():
         return None
-    from stack.procs import write_atomic
+    from fileio.atomic import write_atomic
 
     host = "127.0.0.1" if addr in ("", "0.0.0.0", "::") else addr
     path = d / f"loadgen-{port}.json"

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from loadgen.record import decode_hdr, encode_hdr, quantiles_ms
-from stack.procs import write_atomic
+from fileio.atomic import write_atomic
 
 CONNECTION_ERRORS = ("connection_refused", "connection_reset")
 

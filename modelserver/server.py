@@ -8,6 +8,7 @@ import signal
 import socket
 import sys
 
+from fileio.atomic import write_atomic
 from modelserver import configs
 from modelserver.flags import parse_flags
 from modelserver.manager import ModelManager, ModelPathError, ModelSpec, check_base_path
@@ -105,7 +106,7 @@ async def serve(args) -> None:
         guard.start()
         log.info("Exporting HTTP/REST API at %s:%d ...", args.listen_address, args.rest_api_port)
     if args.pid_file:
-        _write_atomic(args.pid_file, f"{os.getpid()}\n")
+        write_atomic(args.pid_file, f"{os.getpid()}\n")
 
     await stopping.wait()
     log.info("shutting down")
@@ -125,13 +126,6 @@ async def serve(args) -> None:
             os.unlink(args.pid_file)
         except OSError:
             pass
-
-
-def _write_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def session_config(args):

@@ -145,7 +145,7 @@ def render(cfg: dict) -> str:
 
 
 def write(versions: list) -> list:
-    from stack.procs import write_atomic
+    from fileio.atomic import write_atomic
 
     out = []
     for name, cfg in (("docker-compose.yml", generate(versions)), ("docker-compose.gpu.yml", generate_gpu(versions))):

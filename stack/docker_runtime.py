@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from stack.procs import write_atomic
+from fileio.atomic import write_atomic
 from stack.promconfig import service
 
 ROOT = Path(__file__).resolve().parent.parent

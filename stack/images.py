@@ -148,7 +148,7 @@ def build_base(log=print) -> str:
         shutil.copy2(prometheus, rootfs / "bin" / "prometheus")
         (rootfs / "prometheus").mkdir()
         os.chown(rootfs / "prometheus", 65534, 65534)  # prom/prometheus runs as nobody too
-    return _build("tfsb-offline/base:local", ["exporter", "pidfile"], group_pins("exporter"), [], extra, log)
+    return _build("tfsb-offline/base:local", ["exporter", "fileio"], group_pins("exporter"), [], extra, log)
 
 
 def _copy_python(rootfs: Path, minor: str) -> str:
@@ -183,5 +183,5 @@ def build_tfserving(version_name: str | None = None, log=print) -> str:
                'ENTRYPOINT ["/usr/bin/tf_serving_entrypoint.sh"]')
     if v.python != ROOTFS_PYTHON:
         changes += (f"ENV LD_LIBRARY_PATH=/opt/python/{v.python}/lib",)
-    return _build(f"tfsb-offline/tfserving:{v.name}", ["modelserver"], list(v.requirements(reg.server_pip)),
+    return _build(f"tfsb-offline/tfserving:{v.name}", ["modelserver", "fileio"], list(v.requirements(reg.server_pip)),
                   [v.serving_api], extra, log, salt=script + ENTRYPOINT, python=v.python, changes=changes)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
+from fileio.atomic import write_atomic
 from models.prepare import MODEL_NAME, ROOT, check_base_path, ensure_example_model
 from stack import ports, procs
 from stack.registry import Registry, Version
@@ -99,11 +100,11 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
     base = check_base_path(model_path) if model_path else ensure_example_model(version, registry, log=log)
     python = venv_python(ensure_venv(version, registry, log=log))
     cfg = d / "models.config"
-    procs.write_atomic(cfg, render_models_config(base, model_name))
+    write_atomic(cfg, render_models_config(base, model_name))
     cmd = server_command(python, version, cfg, batching=batching, bind=bind, batching_file=batching_file)
     pid = procs.start(cmd, pid_file, log_file, env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"),
                       cwd=ROOT, preexec_fn=pin_child(cpus) if cpus else None)
-    procs.write_atomic(d / "modelserver.json", json.dumps({"batching": batching, "model": str(base), "cpus": cpus,
+    write_atomic(d / "modelserver.json", json.dumps({"batching": batching, "model": str(base), "cpus": cpus,
                                                            "batching_file": str(batching_file or "")}))
     log(f"TF Serving {version.name}: starting (pid {pid}, TensorFlow {version.tensorflow}), log {log_file}")
     deadline = time.monotonic() + timeout_s

@@ -13,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from fileio.atomic import write_atomic
 from stack import ports, procs, promconfig
 from stack.local import ROOT, StackError, state_dir
 
@@ -74,10 +75,10 @@ def up_prometheus(registry, bind: str = "127.0.0.1", sla_p99_ms: float | None = 
     sla_file = None
     if sla_p99_ms:
         sla_file = d / "sla.rules.yml"
-        procs.write_atomic(sla_file, promconfig.sla_rules_text(sla_p99_ms))
+        write_atomic(sla_file, promconfig.sla_rules_text(sla_p99_ms))
     (d / "targets").mkdir(exist_ok=True)  # load generators register here while they run (file_sd)
     cfg = d / "prometheus.yml"
-    procs.write_atomic(cfg, promconfig.render(promconfig.generate(
+    write_atomic(cfg, promconfig.render(promconfig.generate(
         running_versions(registry) if versions is None else versions, "local",
                                                                   str(sla_file) if sla_file else None)))
     pid_file, log_file = d / "prometheus.pid", d / "prometheus.log"

@@ -13,17 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import pidfile
-
-
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Write text to path via a temp file and a rename. The temp file is created with `mode`,
-    so a secret (.env) is never readable by others, not even for a moment."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w") as f:
-        f.write(text)
-    os.chmod(tmp, mode)  # exactly `mode`, whatever the umask
-    os.replace(tmp, path)
+from fileio import pidfile
+from fileio.atomic import write_atomic
 
 
 # The pid-file format and its identity check live in `pidfile`, shared with the exporter.

@@ -4,7 +4,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ["modelserver", "loadgen", "exporter", "pidfile", "stack", "analysis", "models", "benchmarks"]
+PACKAGES = ["modelserver", "loadgen", "exporter", "fileio", "stack", "analysis", "models", "benchmarks"]
 CALLS = {"run", "Popen", "call", "check_call", "check_output"}
 
 

@@ -3,7 +3,7 @@
 import fake_nvml
 import pytest
 
-import pidfile
+from fileio import pidfile
 
 from exporter.attribution import Attributor, container_id_from_cgroup
 from exporter.collectors import Health

@@ -152,3 +152,49 @@ def test_open_loop_schedules_stay_small_at_any_rate_and_duration():
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert n == 51 * CHUNK and peak < 4 << 20
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 256 KiB tmpfs: room for the pre-run probe, filled by the test mid-run (a full results disk)."""
+    import subprocess
+
+    d = tmp_path / "tiny"
+    d.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(d)], capture_output=True).returncode:
+        pytest.skip("mounting a tmpfs needs root (CI and this machine run as root); the full-disk case needs it")
+    yield d
+    subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+def test_a_full_results_disk_mid_run_prints_the_table_and_one_line_naming_the_path(tiny_disk):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_loadgen.helpers import ROOT
+
+    out = tiny_disk / "loadgen.json"
+    with FakeServing() as srv:
+        proc = subprocess.Popen([sys.executable, "-m", "loadgen", "run", "--target", f"rest://127.0.0.1:{srv.port}",
+                                 "--concurrency", "2", "--duration", "8s", "--warmup", "0", "--min-requests", "1",
+                                 "--quiet", "--metrics-port", "0", "--out", str(out)], cwd=ROOT,
+                                env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(2.0)  # past the writability probe: now the disk fills up
+        fd = os.open(tiny_disk / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:  # ENOSPC: full
+            pass
+        finally:
+            os.close(fd)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2, stdout + stderr
+    assert "Traceback" not in stderr
+    errors = [ln for ln in stderr.splitlines() if ln.startswith("loadgen: error:")]
+    assert len(errors) == 1 and f"cannot write {out}" in errors[0] and "No space left" in errors[0], stderr
+    assert "steady" in stdout and "valid" in stdout  # the table, from the summary kept in memory
+    assert not [p.name for p in tiny_disk.iterdir() if ".tmp" in p.name], "a temp file was left behind"

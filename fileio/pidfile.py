@@ -3,8 +3,7 @@
 A pid file holds the pid and the process's start time (field 22 of /proc/<pid>/stat, clock ticks
 since boot): after a crash and a reboot or pid reuse, the same pid is another process. The local
 runtime (stack.procs) signals and waits on what `read` returns; the exporter attributes memory to
-a version by it. A package of its own because the exporter's image carries only the exporter and
-this, not the stack.
+a version by it.
 """
 from __future__ import annotations
 
