@@ -185,6 +185,7 @@ def cmd_regress(a) -> int:
     from analysis.plan import Settings
     from analysis.profiles import Profile
     from analysis.report import build
+    from analysis.schemas import known_profile_fields
     from stack import placement
     from stack.registry import load_registry
     from stack.runtime import pick_runtime
@@ -194,9 +195,14 @@ def cmd_regress(a) -> int:
     reg = load_registry()
     version = reg.get(a.version)
     cfg = base["config"]
-    profile = Profile(**{**cfg["profile"], "search_probes": 0})  # the gate compares levels; no QPS search
+    profile = Profile(**{**known_profile_fields(cfg["profile"]), "search_probes": 0})  # levels only, no search
     settings = Settings((version.name,), tuple(cfg["rows"]), tuple(cfg["batching"]), tuple(cfg["protocols"]),
                         profile, cfg["repeat"], cfg["sla_p99_ms"])
+    # before anything starts: the server must take the baseline's rows, and the baseline must hold levels
+    _check_rows_fit_batches(settings)
+    if not any(r["version"] == base["baseline_version"] for r in base["rows"]):
+        raise ValueError(f"baseline {a.baseline!r} holds no measured level of its version "
+                         f"{base['baseline_version']}: nothing to gate against")
     place = placement.plan(None, placement.isolate_from_env())
     runtime = pick_runtime(a.runtime)
     serving = serving_for(runtime, reg, [version], a.model or None, cpus=place.servers if place.isolated else None,

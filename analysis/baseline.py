@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
-from analysis import runstore
+from analysis import runstore, schemas
 from loadgen.summary import write_json_atomic
 from stack.paths import check_name
 
@@ -22,23 +23,33 @@ def baselines_dir() -> Path:
 
 
 def archive(run_id: str, name: str, force: bool = False) -> Path:
-    from analysis.report import build
+    from analysis.report import build, planned_keys
 
     path = baselines_dir() / f"{check_name(name, 'baseline name')}.json"
     if path.exists() and not force:
         raise FileExistsError(f"baseline {name!r} exists ({path}); FORCE=1 replaces it")
+    run = runstore.load(run_id)
+    if run["status"] != "done":  # a gate against half a run would pass or fail on what was never measured
+        planned = planned_keys(run["config"])
+        missing = [k for k in planned if k not in run["cells"]]
+        raise ValueError(f"run {run_id} is {run['status']} ({len(missing)} of {len(planned)} measurements missing): "
+                         f"a baseline is made from a complete run; `make compare ... RUN={run_id}` finishes it")
     rep = build(run_id, log=lambda *_: None)
-    write_json_atomic(str(path), {"name": name, **{k: v for k, v in rep.items() if k != "_run"}})
+    write_json_atomic(str(path), {"schema_version": schemas.SCHEMA_VERSION, "name": name,
+                                  **{k: v for k, v in rep.items() if k != "_run"}})
     return path
 
 
 def load(name: str) -> dict:
     path = baselines_dir() / f"{check_name(name, 'baseline name')}.json"
     try:
-        return json.loads(path.read_text())
+        doc = json.loads(path.read_text())
     except FileNotFoundError:
         known = ", ".join(p.stem for p in sorted(baselines_dir().glob("*.json"))) or "none"
         raise FileNotFoundError(f"no baseline {name!r} (known: {known})") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise schemas.SchemaError(f"{path}: not valid JSON ({e})") from None
+    return schemas.check(doc, schemas.BASELINE, str(path), note=lambda line: print(line, file=sys.stderr))
 
 
 def gate(base: dict, current: dict, version: str, tolerance: float = 0.10) -> list:

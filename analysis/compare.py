@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import time
 
-from analysis import ceiling, counters, plan, resume, runstore
+from analysis import ceiling, counters, plan, resume, runstore, schemas
 from analysis.plan import Settings
 from loadgen import stopping
 from loadgen.app import build_payloads, check_writable, measure
@@ -119,7 +119,7 @@ def _describe(c: dict, m: dict) -> str:
 
 
 def new_run(run_id: str, settings: Settings, serving, runtime: str, model, placement) -> dict:
-    return {"run_id": run_id, "status": "running", "created": time.time(),
+    return {"schema_version": schemas.SCHEMA_VERSION, "run_id": run_id, "status": "running", "created": time.time(),
             "config": {**settings.as_dict(), "runtime": runtime, "model": model or "example",
                        "prometheus": getattr(serving, "prometheus_url", None),  # None: the stack's own
                        "servers": {s.name: {"tensorflow": s.tensorflow, "rest": f"{s.host}:{s.rest}",

@@ -59,9 +59,10 @@ def planned_keys(config: dict) -> list:
     from analysis import plan
     from analysis.plan import Settings
     from analysis.profiles import Profile
+    from analysis.schemas import known_profile_fields
 
     settings = Settings(tuple(config["versions"]), tuple(config["rows"]), tuple(config["batching"]),
-                        tuple(config["protocols"]), Profile(**config["profile"]), config["repeat"],
+                        tuple(config["protocols"]), Profile(**known_profile_fields(config["profile"])), config["repeat"],
                         config["sla_p99_ms"])
     return [plan.key(c) for c in plan.cells(settings)]
 

@@ -6,17 +6,24 @@ import json
 import os
 import platform
 import subprocess
+import sys
+
+from analysis import schemas
 
 from loadgen.summary import write_json_atomic
 from stack.paths import ROOT, results_dir, run_dir  # noqa: F401 - the one place names become paths
 
 
 def load(run_id: str) -> dict:
+    """The run's compare.json, checked against its schema (one line naming a wrong field)."""
     path = run_dir(run_id) / "compare.json"
     try:
-        return json.loads(path.read_text())
+        doc = json.loads(path.read_text())
     except FileNotFoundError:
         raise FileNotFoundError(f"no run {run_id!r} under {results_dir()} (see `ls {results_dir()}`)") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise schemas.SchemaError(f"{path}: not valid JSON ({e})") from None
+    return schemas.check(doc, schemas.COMPARE, str(path), note=lambda line: print(line, file=sys.stderr))
 
 
 def save(run: dict) -> None:

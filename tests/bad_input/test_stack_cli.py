@@ -172,7 +172,6 @@ def _stored_run(tmp_path, run_id="r1"):
     settings = plan.Settings(("2.9", "2.21"), (1,), (True,), ("rest",), get("quick"), 2, 50.0)
     run = new_run(run_id, settings, LocalServing(reg, reg.select("2.9 2.21")), "local", None,
                   placement.plan(None, False))
-    run["cells"] = {"made up": {"a cell": 1}}
     path = tmp_path / "results" / run_id / "compare.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(run))
@@ -217,3 +216,70 @@ def test_a_resume_with_the_same_settings_passes_the_check(tmp_path):
     fresh["config"]["profile"]["window_s"] += 1
     with pytest.raises(resume.ResumeMismatch, match="profile.window_s"):
         resume.check(stored, fresh["config"])
+
+
+CELL_BUT_CLIENT = {"version": "2.9", "protocol": "rest", "rows": 1, "batching": True, "mode": "closed", "level": 4,
+                   "repeat": 0, "start": 1.0, "end": 2.0, "warmup_start": 0.5, "valid": True}
+SCHEMA_CASES = [  # (case, how the stored compare.json is spoiled (None: in place), the one line's needle)
+    ("missing environment", lambda r: r.pop("environment") and None, "environment is missing"),
+    ("cell without client", lambda r: r["cells"].update(c1=CELL_BUT_CLIENT), "cells.c1.client is missing"),
+    ("a list for compare.json", lambda r: r.clear() or [], "(the top level): [] is not of type 'object'"),
+    ("a string for ceiling", lambda r: r.update(ceiling="fast"), "ceiling: 'fast' is not of type 'object'"),
+    ("rows mistyped", lambda r: r["config"].update(rows="1 32"), "config.rows: '1 32' is not of type 'array'"),
+    ("unknown status", lambda r: r.update(status="paused"), "status: 'paused' is not one of"),
+]
+
+
+@pytest.mark.parametrize("case,spoil,needle", SCHEMA_CASES, ids=[c[0] for c in SCHEMA_CASES])
+def test_a_spoiled_compare_json_is_one_line_naming_the_field(tmp_path, case, spoil, needle):
+    import json
+
+    path = _stored_run(tmp_path)
+    run_doc = json.loads(path.read_text())
+    replaced = spoil(run_doc)
+    path.write_text(json.dumps(run_doc if replaced is None else replaced))
+    for cmd in (["analysis", "report", "--run", "r1"], ["analysis", "baseline", "--run", "r1", "--name", "b"]):
+        one_line_error(run(cmd, tmp_path), needle)
+    assert not (tmp_path / "baselines").exists()
+
+
+def test_fields_of_a_newer_version_are_ignored_with_a_note(tmp_path, monkeypatch, capsys):
+    """A run (or a baseline) written by a newer version with a profile field this one lacks: read,
+    with a note, and the profile builds (it once raised TypeError in `make report` and `make regress`)."""
+    import json
+
+    from analysis import baseline, runstore
+    from analysis.report import planned_keys
+
+    path = _stored_run(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["schema_version"], doc["config"]["profile"]["jitter_ms"], doc["gpu_trace"] = 2, 3, {}
+    path.write_text(json.dumps(doc))
+    monkeypatch.setenv("TFSB_RESULTS", str(tmp_path / "results"))
+    monkeypatch.setenv("TFSB_BASELINES", str(tmp_path / "baselines"))
+    got = runstore.load("r1")
+    err = capsys.readouterr().err
+    assert "ignoring unknown field(s) config.profile.jitter_ms, gpu_trace (written by schema version 2" in err
+    assert len(planned_keys(got["config"])) == 2 * 2 * 2  # versions x repeats x quick's two levels
+    base = {"schema_version": 2, "name": "b", "run_id": "r1", "status": "done", "config": doc["config"],
+            "environment": doc["environment"], "baseline_version": "2.9", "rows": []}
+    (tmp_path / "baselines").mkdir()
+    (tmp_path / "baselines" / "b.json").write_text(json.dumps(base))
+    assert baseline.load("b")["config"]["profile"]["jitter_ms"] == 3
+    assert "config.profile.jitter_ms" in capsys.readouterr().err
+    base["rows"] = [{"version": "2.9"}]
+    (tmp_path / "baselines" / "b.json").write_text(json.dumps(base))
+    with pytest.raises(ValueError, match=r"rows\.0\.batching is missing"):
+        baseline.load("b")
+
+
+def test_a_baseline_is_only_made_from_a_complete_run(tmp_path):
+    import json
+
+    path = _stored_run(tmp_path)
+    doc = json.loads(path.read_text())
+    doc["status"] = "interrupted"
+    path.write_text(json.dumps(doc))
+    one_line_error(run(["analysis", "baseline", "--run", "r1", "--name", "b"], tmp_path),
+                   "run r1 is interrupted (8 of 8 measurements missing): a baseline is made from a complete run")
+    assert not (tmp_path / "baselines").exists()
