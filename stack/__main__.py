@@ -16,6 +16,7 @@ from loadgen.argtypes import OneLineParser, number
 from loadgen.scenario import MAX_DURATION_S
 from loadgen.schedule import MAX_RATE
 from models.prepare import ModelError
+from stack.k8s import MAX_SHARDS
 from stack.registry import RegistryError, load_registry
 from stack.runtime import pick_runtime
 from stack.venvs import VenvError, ensure_venv
@@ -299,7 +300,7 @@ def main(argv=None) -> int:
                    help="gs:// s3:// or hdfs:// URI TF Serving reads (default: the models PVC)")
     k.add_argument("--cpu", default=os.environ.get("CPU", "4"), help="per server, requests = limits")
     k.add_argument("--memory", default=os.environ.get("MEMORY", "8Gi"), help="per server, requests = limits")
-    k.add_argument("--shards", type=number(1, 1000, integer=True, name="SHARDS"), default=os.environ.get("SHARDS") or "3", help="load generator pods")
+    k.add_argument("--shards", type=number(1, MAX_SHARDS, integer=True, name="SHARDS"), default=os.environ.get("SHARDS") or "3", help="load generator pods")
     k.add_argument("--rate", type=number(0, MAX_RATE, lo_open=True, name="RATE"), default=os.environ.get("RATE") or "1000", help="total req/s")
     k.add_argument("--duration", type=number(1, MAX_DURATION_S, integer=True, name="DURATION_S"), default=os.environ.get("DURATION_S") or "300", help="load generator seconds")
     k.add_argument("--protocol", default="grpc", choices=["rest", "grpc"])

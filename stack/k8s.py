@@ -29,6 +29,7 @@ RULE_FILES = {"tfsb-recording-rules": "rules/tfserving.rules.yml", "tfsb-alerts"
               "tfsb-sla": "rules/sla.rules.yml"}
 _QUANTITY = re.compile(r"[0-9]+(\.[0-9]+)?(m|k|M|G|T|Ki|Mi|Gi|Ti)?")
 _MODEL_URI = re.compile(r"(gs|s3|hdfs)://[A-Za-z0-9._\-/]+")
+MAX_SHARDS = 100                     # load generator pods of one Job; the CLI flag has the same bound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,8 +50,8 @@ class Options:
         for what, q in (("CPU", self.cpu), ("MEMORY", self.memory)):
             if not _QUANTITY.fullmatch(q) or float(re.match(r"[0-9.]+", q).group()) <= 0:
                 raise ValueError(f"{what} must be a Kubernetes quantity such as 4, 500m or 8Gi, got {q!r}")
-        if not 1 <= self.shards <= 100:
-            raise ValueError(f"SHARDS must be in 1..100, got {self.shards}")
+        if not 1 <= self.shards <= MAX_SHARDS:
+            raise ValueError(f"SHARDS must be in 1..{MAX_SHARDS}, got {self.shards}")
         if not 0 < self.rate <= 1_000_000 * self.shards:
             raise ValueError(f"RATE must be > 0 and at most 1,000,000 req/s per shard, got {self.rate:g}")
         if not 1 <= self.duration_s <= 86400:

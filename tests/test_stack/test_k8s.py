@@ -200,7 +200,8 @@ def test_exporter_rbac_and_loadgen_job(tree):
 @pytest.mark.parametrize("args, message", [
     (["--model-base-path", "/models/x"], "MODEL_BASE_PATH must be a gs://, s3:// or hdfs:// URI"),
     (["--cpu", "lots"], "CPU must be a Kubernetes quantity"),
-    (["--shards", "0"], "SHARDS must be in 1..100"),
+    (["--shards", "0"], "SHARDS must be an integer >= 1 and <= 100"),
+    (["--shards", "101"], "SHARDS must be an integer >= 1 and <= 100"),
     (["--release", "Kube_Prom"], "RELEASE must be a Helm release name"),
 ])
 def test_bad_options_say_so_and_write_nothing(tmp_path, args, message):
