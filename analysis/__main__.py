@@ -73,6 +73,9 @@ def _compare(a, reg, versions, log=print) -> int:
     else:
         settings = settings_from(a, versions)
         _check_rows_fit_batches(settings)
+        if a.model:  # before a results directory exists: a wrong path is a usage error, not a failed run
+            from models.prepare import check_base_path
+            check_base_path(a.model)
         runtime = pick_runtime(a.runtime)
         place = placement.plan(None, placement.isolate_from_env())
         serving = serving_for(runtime, reg, versions, a.model or None, cpus=place.servers if place.isolated else None,
@@ -91,6 +94,8 @@ def _compare(a, reg, versions, log=print) -> int:
               f"up. `make report RUN={run_id}` reports them, `make compare ... RUN={run_id}` resumes.",
               file=sys.stderr)
         raise
+    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, OSError) as e:  # one line, with the run
+        raise RuntimeError(f"{e} (run {run_id} is saved as failed; `make compare ... RUN={run_id}` resumes it)") from None
     log(f"measured in {time.time() - t0:.0f}s; run id {run['run_id']}")
     rep = write(run["run_id"])
     print(open(rep["files"]["md"]).read())

@@ -198,13 +198,18 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
         run = fresh
     else:  # the same settings, or one line before any server is touched
         resume.check(run, fresh["config"])
-        run["status"] = "running"  # an interrupted run goes on
+        run["status"] = "running"  # an interrupted or failed run goes on
+        run.pop("interrupted", None), run.pop("failed", None)
         log(f"resuming run {run_id}: {len(run['cells'])} measurements already done")
     runstore.save(run)
     try:
         _measure(run, settings, serving, placement, run_id, log)
     except stopping.Interrupted:  # every finished cell is saved; the cut one never was
         run["status"], run["interrupted"] = "interrupted", {"signal": stopping.requested(), "at": time.time()}
+        runstore.save(run)
+        raise
+    except Exception as e:  # a server that would not start, a disk, a bug: said once, the run kept resumable
+        run["status"], run["failed"] = "failed", {"error": str(e) or type(e).__name__, "at": time.time()}
         runstore.save(run)
         raise
     run["status"] = "done"

@@ -43,16 +43,19 @@ def parse(text: str) -> dict:
     """One reading of a model server's page, inference requests only:
     {"requests": inference requests answered (OK + errors), "requests_ok", "status_gets",
      "<stage>_sum_us", "<stage>_count", "<stage>_sum_err_us", "request_buckets": {le: n},
-     "batch_rows_sum", "batches", "batch_histogram", "graph_runs"}, summed over label sets.
+     "batch_rows_sum", "batches", "batch_histogram", "graph_runs", "tensorflow_families": how many
+     :tensorflow: families the page has (0: not TF Serving's page)}, summed over label sets.
 
     request_count has no API label and counts status GETs too, so the successful inference
     requests are request_latency's counts with an API (`API=""` are the GETs), and the errors
     request_count's non-OK counts."""
     out = {"requests": 0.0, "requests_ok": 0.0, "errors": 0.0, "status_gets": 0.0, "request_buckets": {},
-           "batch_rows_sum": 0.0, "batches": 0.0, "batch_histogram": False, "graph_runs": 0.0}
+           "batch_rows_sum": 0.0, "batches": 0.0, "batch_histogram": False, "graph_runs": 0.0,
+           "tensorflow_families": 0}
     for stage in HISTOGRAMS.values():
         out[f"{stage}_sum_us"] = out[f"{stage}_count"] = out[f"{stage}_sum_err_us"] = 0.0
     for fam in text_string_to_metric_families(text):
+        out["tensorflow_families"] += fam.name.startswith(":tensorflow:")
         if fam.name == P + "request_count":
             out["errors"] += sum(s.value for s in fam.samples if s.labels.get("status") != "OK")
         elif fam.name == GRAPH_RUNS:
@@ -96,7 +99,7 @@ def delta(before: dict, after: dict) -> dict:
     """after - before, for every counter; a negative difference means the server restarted. The
     `_sum` rounding errors of both readings add up (<stage>_sum_err_us)."""
     out = {k: after[k] - before.get(k, 0.0) for k in after
-           if k not in ("at", "request_buckets", "batch_histogram") and not k.endswith("_sum_err_us")}
+           if k not in ("at", "request_buckets", "batch_histogram", "tensorflow_families") and not k.endswith("_sum_err_us")}
     out["request_buckets"] = {le: n - before["request_buckets"].get(le, 0.0)
                               for le, n in after["request_buckets"].items()}
     out["seconds"] = after["at"] - before["at"]

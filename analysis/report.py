@@ -51,6 +51,7 @@ def build(run_id: str, log=print) -> dict:
             "max_stable_qps": {k: v.get("max_stable_qps") for k, v in run["search"].items()},
             "search": run["search"], **built, "crosscheck": crosscheck, "status": run["status"],
             "interrupted": (run.get("interrupted") or {}).get("signal", ""),
+            "failed": (run.get("failed") or {}).get("error", ""),
             "window": window, "_run": run}
 
 

@@ -46,14 +46,14 @@ COMPARE = {"type": "object",
            "required": ["run_id", "status", "created", "config", "environment", "cold_start", "ceiling", "cells",
                         "search"],
            "properties": {"schema_version": _INT, "run_id": _STR,
-                          "status": {"enum": ["running", "interrupted", "done"]}, "created": _NUM,
+                          "status": {"enum": ["running", "interrupted", "failed", "done"]}, "created": _NUM,
                           "finished": _NUM, "config": CONFIG, "placement": {"type": ["object", "null"]},
                           "environment": {"type": "object", "required": ["runtime"]},
                           "cold_start": {"type": "object", "additionalProperties": _OBJ},
                           "ceiling": {"type": "object", "additionalProperties": _OBJ},
                           "cells": {"type": "object", "additionalProperties": CELL},
                           "search": {"type": "object", "additionalProperties": _OBJ},
-                          "activity": _OBJ, "preflight": _OBJ, "interrupted": _OBJ}}
+                          "activity": _OBJ, "preflight": _OBJ, "interrupted": _OBJ, "failed": _OBJ}}
 
 _MEAN_CI = {"type": "object", "required": ["mean", "ci_low", "ci_high"],
             "properties": {"mean": _NUM, "ci_low": _NUM_OR_NULL, "ci_high": _NUM_OR_NULL}}
@@ -68,7 +68,7 @@ BASELINE = {"type": "object", "required": ["name", "run_id", "status", "config",
                            "config": CONFIG, "environment": _OBJ, "baseline_version": _STR,
                            "rows": {"type": "array", "items": ROW}}}
 REPORT = {**BASELINE, "required": [r for r in BASELINE["required"] if r != "name"],
-          "properties": {**BASELINE["properties"], "status": {"enum": ["running", "interrupted", "done"]}}}
+          "properties": {**BASELINE["properties"], "status": {"enum": ["running", "interrupted", "failed", "done"]}}}
 
 
 class SchemaError(ValueError):

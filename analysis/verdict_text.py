@@ -129,7 +129,8 @@ def notes(rep: dict) -> list:
         if "skipped" in c:
             out.append(f"> TF ceiling of {v} not measured: {c['skipped']}.")
     if rep["status"] != "done":
-        why = "interrupted by " + rep["interrupted"] if rep.get("interrupted") else "the compare was interrupted"
+        why = ("interrupted by " + rep["interrupted"] if rep.get("interrupted") else
+               "stopped by an error: " + rep["failed"] if rep.get("failed") else "the compare was interrupted")
         missing = rep.get("missing") or []
         out.append(f"> **Partial run**: {len(rep['crosscheck'])} of {rep['planned']} measurements finished ({why}); "
                    f"`make compare ... RUN={rep['run_id']}` resumes it. Missing: "

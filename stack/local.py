@@ -116,7 +116,9 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
             return info
         time.sleep(0.25)
     procs.stop(pid_file)
-    raise StackError(f"TF Serving {version.name} did not become AVAILABLE within {timeout_s:.0f}s; see {log_file}")
+    failed = [ln for ln in procs.log_tail(log_file, 40).split(" | ") if "failed to load" in ln]
+    why = ": " + failed[-1].split("failed to load", 1)[1].strip() if failed else ""
+    raise StackError(f"TF Serving {version.name} did not become AVAILABLE within {timeout_s:.0f}s{why}; see {log_file}")
 
 
 def down(log=print) -> int:

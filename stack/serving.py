@@ -165,8 +165,13 @@ def parse_targets(text: str) -> list:
             if not m:
                 raise ValueError(f"TARGETS entry {item!r}: {part!r} is not rest://HOST:PORT, grpc://HOST:PORT or "
                                  "metrics=http://...")
+            kind = "metrics" if m.group(4) else m.group(1)
+            if kind in found:  # the last one silently won before
+                raise ValueError(f"TARGETS entry {item!r}: two {kind} addresses; give one of each")
             if m.group(4):
                 found["metrics"] = m.group(4)
+            elif not 1 <= int(m.group(3)) <= 65535:
+                raise ValueError(f"TARGETS entry {item!r}: port {m.group(3)} is outside 1..65535")
             else:
                 found[m.group(1)] = (m.group(2).strip("[]"), int(m.group(3)))
         if "rest" not in found and "grpc" not in found:
@@ -213,11 +218,37 @@ class ExternalServing:
                     raise ValueError(f"TARGETS: {s.name} has no {p}:// address; add one or choose PROTOCOL="
                                      + ("grpc" if p == "rest" else "rest"))
             try:
-                counters.read(s.metrics_url)
+                families = counters.read(s.metrics_url)
             except OSError as e:
                 raise ValueError(f"TARGETS: cannot read the metrics of {s.name} at {s.metrics_url} "
                                  f"({getattr(e, 'reason', e)}); is --monitoring_config_file set? "
                                  "(or give metrics=URL)") from None
+            except (ValueError, UnicodeDecodeError):
+                families = {}
+            if not families.get("tensorflow_families"):
+                raise ValueError(f"TARGETS: {s.metrics_url} answers, but not with TF Serving's metrics page (no "
+                                 f":tensorflow: family): is it {s.name}'s REST port? (or give metrics=URL)")
+        self.check_prometheus()
+
+    def check_prometheus(self) -> None:
+        """PROMETHEUS answers the HTTP API in its shape: a known query, checked, before anything is
+        measured (a typo pointing at the exporter once failed after the whole run)."""
+        import urllib.error
+
+        from stack.targets import query
+
+        try:
+            result = query(self.prometheus_url, "vector(1)")
+            ok = isinstance(result, list) and len(result) == 1 and float(result[0]["value"][1]) == 1.0
+        except urllib.error.HTTPError:  # it answers, with an error page
+            ok = False
+        except OSError as e:
+            raise ValueError(f"PROMETHEUS: cannot reach {self.prometheus_url} ({getattr(e, 'reason', e)})") from None
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, RuntimeError):
+            ok = False
+        if not ok:
+            raise ValueError(f"PROMETHEUS: {self.prometheus_url} does not answer Prometheus' HTTP API "
+                             "(/api/v1/query?query=vector(1) gave no [{\"value\": [t, \"1\"]}]): is it Prometheus?")
 
     def up(self, batching) -> None:
         """Nothing to bring up: they run as deployed."""

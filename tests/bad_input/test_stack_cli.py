@@ -1,5 +1,6 @@
 """Bad input to `make up/compare/report/baseline` (python -m stack / analysis): one line on stderr,
 exit 2, no traceback, nothing started and nothing half-written."""
+import json
 import os
 import socket
 import subprocess
@@ -60,6 +61,12 @@ COMMANDS = [
      "PROMETHEUS must be an http(s) URL"),
     ("targets metrics unreachable", ["analysis", "compare", "--targets", "a=rest://127.0.0.1:9", "--prometheus",
                                      "http://127.0.0.1:9"], "cannot read the metrics of a at http://127.0.0.1:9/"),
+    ("targets two rest addresses", ["analysis", "compare", "--targets", "a=rest://h:1,rest://h:2", "--prometheus",
+                                    "http://h:9090"], "two rest addresses; give one of each"),
+    ("targets port zero", ["analysis", "compare", "--targets", "a=grpc://h:0", "--prometheus", "http://h:9090"],
+     "port 0 is outside 1..65535"),
+    ("targets port too large", ["analysis", "compare", "--targets", "a=rest://h:99999", "--prometheus",
+                                "http://h:9090"], "port 99999 is outside 1..65535"),
     ("targets grpc only over rest", ["analysis", "compare", "--targets", "a=grpc://127.0.0.1:9", "--prometheus",
                                      "http://127.0.0.1:9", "--protocol", "rest"], "a has no rest:// address"),
     ("calibrate unknown version", ["analysis", "calibrate", "--version", "1.0"], "unknown version '1.0'"),
@@ -107,6 +114,56 @@ def test_bad_commands(tmp_path, case, args, needle):
     env = {"TFSB_PORT_OFFSET": OFFSETS[case]} if case in OFFSETS else ENVS.get(case, {})
     one_line_error(run(args, tmp_path, **env), needle)
     assert not (tmp_path / "state").exists() and not (tmp_path / "results").exists()
+
+
+TF_PAGE = (b"# TYPE :tensorflow:serving:request_count counter\n"
+           b':tensorflow:serving:request_count{model_name="m",status="OK"} 1\n')
+PAGES = {"/monitoring/prometheus/metrics": (200, TF_PAGE),
+         "/plain": (200, b"hello world\n"),  # not the exposition format at all
+         "/node": (200, b"# TYPE node_load1 gauge\nnode_load1 0.5\n"),  # metrics, but no TF Serving's
+         "/empty-prom/api/v1/query": (200, b'{"status": "success", "data": {"resultType": "vector", "result": []}}'),
+         "/html-prom/api/v1/query": (200, b"<html>login</html>")}
+
+
+@pytest.fixture(scope="module")
+def pages():
+    """A loopback server with a TF Serving metrics page, pages that are not, and Prometheus look-alikes."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            code, body = PAGES.get(self.path.split("?")[0], (404, b"not found"))
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+ENDPOINTS = [  # (case, TARGETS' extra part, PROMETHEUS path, the needle)
+    ("metrics page is plain text", ",metrics=http://{hp}/plain", "/empty-prom", "not with TF Serving's metrics page"),
+    ("metrics page of another exporter", ",metrics=http://{hp}/node", "/empty-prom",
+     "not with TF Serving's metrics page"),
+    ("prometheus with no answer to vector(1)", "", "/empty-prom", "does not answer Prometheus' HTTP API"),
+    ("prometheus an html page", "", "/html-prom", "does not answer Prometheus' HTTP API"),
+    ("prometheus a 404", "", "/nothing", "does not answer Prometheus' HTTP API"),
+]
+
+
+@pytest.mark.parametrize("case,extra,prom,needle", ENDPOINTS, ids=[e[0] for e in ENDPOINTS])
+def test_endpoints_that_answer_the_wrong_thing_are_refused_before_a_run(tmp_path, pages, case, extra, prom, needle):
+    targets = f"a=rest://{pages}" + extra.format(hp=pages)
+    one_line_error(run(["analysis", "compare", "--targets", targets, "--prometheus", f"http://{pages}{prom}",
+                        "--protocol", "rest"], tmp_path), needle)
+    assert not (tmp_path / "results").exists()
 
 
 def test_prometheus_binary_missing_is_said_before_anything_starts(tmp_path):
@@ -283,3 +340,22 @@ def test_a_baseline_is_only_made_from_a_complete_run(tmp_path):
     one_line_error(run(["analysis", "baseline", "--run", "r1", "--name", "b"], tmp_path),
                    "run r1 is interrupted (8 of 8 measurements missing): a baseline is made from a complete run")
     assert not (tmp_path / "baselines").exists()
+
+
+def test_a_compare_whose_server_cannot_start_is_saved_as_failed_and_reported(tmp_path):
+    """Once it said `running` forever; now the run says why it stopped and how to resume it."""
+    v = load_registry().get("2.9")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", v.ports.rest + 26100))
+        taken.listen()
+        proc = run(["analysis", "compare", "--versions", "2.9", "--profile", "quick", "--repeat", "1",
+                    "--runtime", "local", "--run", "f1"], tmp_path, TFSB_PORT_OFFSET="26100")
+    one_line_error(proc, "is taken by another process")
+    assert "run f1 is saved as failed; `make compare ... RUN=f1` resumes it" in proc.stderr
+    doc = json.loads((tmp_path / "results" / "f1" / "compare.json").read_text())
+    assert doc["status"] == "failed" and "is taken by another process" in doc["failed"]["error"]
+    assert doc["cells"] == {}
+    rep = run(["analysis", "report", "--run", "f1"], tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert "**Partial run**: 0 of 2 measurements finished (stopped by an error: port" in rep.stdout
+    run(["stack", "down"], tmp_path, TFSB_PORT_OFFSET="26100")
