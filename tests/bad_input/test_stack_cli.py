@@ -1,5 +1,6 @@
 """Bad input to `make up/compare/report/baseline` (python -m stack / analysis): one line on stderr,
 exit 2, no traceback, nothing started and nothing half-written."""
+import contextlib
 import json
 import os
 import socket
@@ -174,11 +175,18 @@ def test_prometheus_binary_missing_is_said_before_anything_starts(tmp_path):
     assert not (tmp_path / "state").exists()
 
 
+@contextlib.contextmanager
+def rest_port_taken(version: str, offset: int):
+    """Another process's listener on the REST port that `version` gets under TFSB_PORT_OFFSET=offset."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", load_registry().get(version).ports.rest + offset))
+        taken.listen()
+        yield
+
+
 def test_port_taken_by_another_process_is_one_line(tmp_path):
     v = load_registry().get("2.9")
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", v.ports.rest + 26000))
-        taken.listen()
+    with rest_port_taken("2.9", 26000):
         proc = run(["stack", "up", "--versions", "2.9", "--runtime", "local"], tmp_path, TFSB_PORT_OFFSET="26000")
     one_line_error(proc, f"port {v.ports.rest + 26000} (REST of TF Serving 2.9) is taken by another process")
 
@@ -236,7 +244,7 @@ def _stored_run(tmp_path, run_id="r1"):
 
 
 RESUMES = [  # one setting changed from the stored run's, and the field the refusal must name
-    ("other model", ["--model", "models/build/other"], 'model = "example"'),
+    ("other model", ["--model", "{other_model}"], 'model = "example"'),  # a real base path, made by the test
     ("other rows", ["--rows", "1 32"], "rows = [1]"),
     ("other repeat", ["--repeat", "3"], "repeat = 2"),
     ("other protocol", ["--protocol", "grpc"], 'protocols = ["rest"]'),
@@ -252,7 +260,10 @@ def test_a_resume_with_other_settings_is_refused_naming_the_field(tmp_path, case
     before = stored.read_text()
     base = {"--versions": "2.9 2.21", "--profile": "quick", "--repeat": "2", "--rows": "1", "--batching": "on",
             "--protocol": "rest", "--sla-ms": "50", "--runtime": "local"}
-    base.update(dict(zip(flags[::2], flags[1::2])))
+    other_model = tmp_path / "other"
+    (other_model / "1").mkdir(parents=True)
+    (other_model / "1" / "saved_model.pb").write_bytes(b"")  # the path check passes; the resume check refuses
+    base.update(dict(zip(flags[::2], [f.format(other_model=other_model) for f in flags[1::2]])))
     proc = run(["analysis", "compare", "--run", "r1", *[x for kv in base.items() for x in kv]], tmp_path)
     one_line_error(proc, "run r1 was measured with " + needle)
     assert "resume with the run's" in proc.stderr
@@ -344,10 +355,7 @@ def test_a_baseline_is_only_made_from_a_complete_run(tmp_path):
 
 def test_a_compare_whose_server_cannot_start_is_saved_as_failed_and_reported(tmp_path):
     """Once it said `running` forever; now the run says why it stopped and how to resume it."""
-    v = load_registry().get("2.9")
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", v.ports.rest + 26100))
-        taken.listen()
+    with rest_port_taken("2.9", 26100):
         proc = run(["analysis", "compare", "--versions", "2.9", "--profile", "quick", "--repeat", "1",
                     "--runtime", "local", "--run", "f1"], tmp_path, TFSB_PORT_OFFSET="26100")
     one_line_error(proc, "is taken by another process")
