@@ -294,7 +294,7 @@ def main(argv=None) -> int:
         return e.exit_code
     except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_code", 2)  # 3: a server did not answer (stack.serving.Unreachable)
 
 
 if __name__ == "__main__":

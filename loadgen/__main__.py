@@ -73,9 +73,12 @@ def main(argv=None) -> int:
                            spectrum=args.latency, summary_log=args.summary_log)
         from loadgen.search import search_max_qps
         return search_max_qps(s, args)
-    except (ScenarioError, RunError) as e:
+    except ScenarioError as e:
         print(f"loadgen: error: {e}", file=sys.stderr)
         return 2
+    except RunError as e:  # 2, or 3 where no server answered (the README's table)
+        print(f"loadgen: error: {e}", file=sys.stderr)
+        return e.exit_code
     except stopping.Interrupted as e:
         print(f"loadgen: {e}", file=sys.stderr)
         return e.exit_code

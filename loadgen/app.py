@@ -21,6 +21,12 @@ from loadgen.summary import merge_raw, print_table, summarize, write_json_atomic
 
 class RunError(RuntimeError):
     """Something the user must fix before a run can start (exit 2)."""
+    exit_code = 2
+
+
+class ServerUnreachable(RunError):
+    """No server answered before the run: the result is invalid (exit 3), not a usage error."""
+    exit_code = 3
 
 
 def check_writable(path: str) -> None:
@@ -52,6 +58,8 @@ def build_payloads(s) -> dict:
     for t in s.targets:
         try:
             out[t.name] = payload_mod.build(t, s.payload.batch_size, s.payload.seed, s.payload.file)
+        except payload_mod.Unreachable as e:
+            raise ServerUnreachable(str(e)) from None
         except payload_mod.TargetError as e:
             raise RunError(str(e)) from None
     return out

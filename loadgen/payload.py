@@ -27,6 +27,10 @@ class TargetError(RuntimeError):
     """A target that cannot be driven: unreachable, unknown model, missing signature."""
 
 
+class Unreachable(TargetError):
+    """No server answered at the target's address (the README's exit 3, not a usage error)."""
+
+
 def _model_path(t: Target) -> str:
     return f"/v1/models/{t.model}" + (f"/versions/{t.model_version}" if t.model_version else "")
 
@@ -41,7 +45,7 @@ def fetch_signature(t: Target, timeout: float = 10.0) -> dict:
         except urllib.error.HTTPError as e:
             raise TargetError(f"{t.name}: {url} answered {e.code}: {e.read()[:200].decode(errors='replace')}") from None
         except (OSError, ValueError) as e:
-            raise TargetError(f"{t.name}: cannot reach {url}: {getattr(e, 'reason', e)}") from None
+            raise Unreachable(f"{t.name}: cannot reach {url}: {getattr(e, 'reason', e)}") from None
         sigs = meta.get("metadata", {}).get("signature_def", {}).get("signature_def", {})
         if t.signature not in sigs:
             raise TargetError(f"{t.name}: model {t.model!r} has no signature {t.signature!r} "
@@ -66,6 +70,9 @@ def _fetch_signature_grpc(t: Target, timeout: float) -> dict:
         try:
             resp = call(req, timeout=timeout)
         except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                raise Unreachable(f"{t.name}: cannot reach grpc://{t.host}:{t.port} (GetModelMetadata: "
+                                  f"{e.code().name}: {e.details()})") from None
             raise TargetError(f"{t.name}: GetModelMetadata at {t.host}:{t.port}: {e.code().name}: {e.details()}") from None
     sdm = tfproto.SignatureDefMap.FromString(resp.metadata["signature_def"].value)
     if t.signature not in sdm.signature_def:

@@ -248,7 +248,13 @@ def cmd_doctor(args, reg) -> int:
                       "is it up (make up)?")
                 down += 1
                 continue
-        lines = preflight.check(s, batching)
+        try:
+            text = preflight.read_page(s)
+        except OSError as e:  # nothing to check: a server that does not answer (3), not a difference (1)
+            print(preflight.unanswered(s, e))
+            down += 1
+            continue
+        lines = preflight.check_text(s, text, batching)
         problems += lines
         print("\n".join(lines) if lines else f"{s.name}: every metric the rules, panels and compare read is there")
     return 3 if down else (1 if problems else 0)
@@ -325,7 +331,7 @@ def main(argv=None) -> int:
                 "k8s": cmd_k8s}[args.cmd](args, reg)
     except (RegistryError, VenvError, ModelError, RuntimeError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return getattr(e, "exit_code", 2)  # 3: a server did not answer (stack.serving.Unreachable)
 
 
 if __name__ == "__main__":

@@ -73,12 +73,25 @@ def _batch_size(fam, batching, rel) -> list:
     return []
 
 
+def read_page(server, timeout: float = 5.0) -> str:
+    """The server's metrics page; OSError where it does not answer."""
+    with urllib.request.urlopen(server.metrics_url, timeout=timeout) as r:
+        return r.read().decode()
+
+
+def unanswered(server, e: OSError) -> str:
+    return (f"{server.name}: its metrics page {server.metrics_url} does not answer ({getattr(e, 'reason', e)}): "
+            "is --monitoring_config_file set? Nothing server-side can be measured")
+
+
 def check(server, batching: bool | None, timeout: float = 5.0) -> list:
     """Problems of a live server's metrics page, each line starting with its name."""
     try:
-        with urllib.request.urlopen(server.metrics_url, timeout=timeout) as r:
-            text = r.read().decode()
+        text = read_page(server, timeout)
     except OSError as e:
-        return [f"{server.name}: its metrics page {server.metrics_url} does not answer "
-                f"({getattr(e, 'reason', e)}): is --monitoring_config_file set? Nothing server-side can be measured"]
+        return [unanswered(server, e)]
+    return check_text(server, text, batching)
+
+
+def check_text(server, text: str, batching: bool | None) -> list:
     return [f"{server.name}: {line}" for line in check_page(text, batching, server.tensorflow)]

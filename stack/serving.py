@@ -23,6 +23,11 @@ from pathlib import Path
 from stack import ports
 
 
+class Unreachable(ValueError):
+    """A server or Prometheus that does not answer at its address: exit 3 (the README's table), not 2."""
+    exit_code = 3
+
+
 @dataclasses.dataclass(frozen=True)
 class Server:
     name: str                # the label of its series and report rows: "2.9", "2.21-b"
@@ -220,7 +225,7 @@ class ExternalServing:
             try:
                 families = counters.read(s.metrics_url)
             except OSError as e:
-                raise ValueError(f"TARGETS: cannot read the metrics of {s.name} at {s.metrics_url} "
+                raise Unreachable(f"TARGETS: cannot read the metrics of {s.name} at {s.metrics_url} "
                                  f"({getattr(e, 'reason', e)}); is --monitoring_config_file set? "
                                  "(or give metrics=URL)") from None
             except (ValueError, UnicodeDecodeError):
@@ -243,7 +248,7 @@ class ExternalServing:
         except urllib.error.HTTPError:  # it answers, with an error page
             ok = False
         except OSError as e:
-            raise ValueError(f"PROMETHEUS: cannot reach {self.prometheus_url} ({getattr(e, 'reason', e)})") from None
+            raise Unreachable(f"PROMETHEUS: cannot reach {self.prometheus_url} ({getattr(e, 'reason', e)})") from None
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, RuntimeError):
             ok = False
         if not ok:

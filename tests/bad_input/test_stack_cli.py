@@ -85,6 +85,7 @@ COMMANDS = [
 OFFSETS = {"bad port offset": "lots", "port offset overflow": "70000", "port offset overflow in status": "70000",
            "privileged ports": "-8000"}
 ENVS = {"nan sla": {"SLA_P99_MS": "nan"}}
+EXITS = {"targets metrics unreachable": 3}  # the README's table: 3 where a server does not answer, else 2
 
 
 def run(args, tmp_path, **env):
@@ -93,8 +94,8 @@ def run(args, tmp_path, **env):
     return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=e, capture_output=True, text=True, timeout=120)
 
 
-def one_line_error(proc, needle):
-    assert proc.returncode == 2, proc.stdout + proc.stderr
+def one_line_error(proc, needle, code=2):
+    assert proc.returncode == code, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], proc.stderr
@@ -113,7 +114,7 @@ def test_malformed_versions_yaml(tmp_path, case, text, needle):
 @pytest.mark.parametrize("case,args,needle", COMMANDS, ids=[c[0] for c in COMMANDS])
 def test_bad_commands(tmp_path, case, args, needle):
     env = {"TFSB_PORT_OFFSET": OFFSETS[case]} if case in OFFSETS else ENVS.get(case, {})
-    one_line_error(run(args, tmp_path, **env), needle)
+    one_line_error(run(args, tmp_path, **env), needle, EXITS.get(case, 2))
     assert not (tmp_path / "state").exists() and not (tmp_path / "results").exists()
 
 
@@ -164,6 +165,12 @@ def test_endpoints_that_answer_the_wrong_thing_are_refused_before_a_run(tmp_path
     targets = f"a=rest://{pages}" + extra.format(hp=pages)
     one_line_error(run(["analysis", "compare", "--targets", targets, "--prometheus", f"http://{pages}{prom}",
                         "--protocol", "rest"], tmp_path), needle)
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_prometheus_that_does_not_answer_is_exit_3_before_a_run(tmp_path, pages):
+    one_line_error(run(["analysis", "compare", "--targets", f"a=rest://{pages}", "--prometheus", "http://127.0.0.1:9",
+                        "--protocol", "rest"], tmp_path), "PROMETHEUS: cannot reach http://127.0.0.1:9", 3)
     assert not (tmp_path / "results").exists()
 
 
@@ -367,3 +374,13 @@ def test_a_compare_whose_server_cannot_start_is_saved_as_failed_and_reported(tmp
     assert rep.returncode == 0, rep.stderr
     assert "**Partial run**: 0 of 2 measurements finished (stopped by an error: port" in rep.stdout
     run(["stack", "down"], tmp_path, TFSB_PORT_OFFSET="26100")
+
+
+def test_doctor_exits_3_for_a_server_that_does_not_answer_and_1_for_a_page_that_differs(tmp_path, pages):
+    """The README's exit codes for `make doctor`: 3 where nothing could be checked, 1 where a metric the
+    rules, panels or compare read is missing (this page has request_count only), one line each."""
+    down = run(["stack", "doctor", "--targets", "a=rest://127.0.0.1:9"], tmp_path)
+    assert down.returncode == 3 and "a: its metrics page http://127.0.0.1:9/" in down.stdout, down.stdout + down.stderr
+    differs = run(["stack", "doctor", "--targets", f"a=rest://{pages}"], tmp_path)
+    assert differs.returncode == 1, differs.stdout + differs.stderr
+    assert "request_latency" in differs.stdout and "Traceback" not in differs.stderr

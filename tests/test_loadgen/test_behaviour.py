@@ -79,13 +79,18 @@ def test_thresholds_decide_the_exit_code(tmp_path):
     assert kept.returncode == 0
 
 
-def test_unreachable_target_is_one_line_exit_2(tmp_path):
+@pytest.mark.parametrize("protocol", ["rest", "grpc"])
+def test_unreachable_target_is_one_line_exit_3(tmp_path, protocol):
+    """The README's table: a server that does not answer makes the result invalid (3), it is no
+    usage error (2); nothing is written."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-        proc = run_loadgen(["run", "--target", f"rest://127.0.0.1:{port}", "--duration", "1s",
+        proc = run_loadgen(["run", "--target", f"{protocol}://127.0.0.1:{port}", "--duration", "1s",
                             "--out", str(tmp_path / "x.json")])
-    assert proc.returncode == 2
+    assert proc.returncode == 3, proc.stderr
+    if protocol == "grpc":
+        assert "UNAVAILABLE" in proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "cannot reach" in proc.stderr
     assert not (tmp_path / "x.json").exists()
 

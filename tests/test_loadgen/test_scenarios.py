@@ -134,7 +134,7 @@ def test_results_go_to_tfsb_results_and_an_early_failure_leaves_no_empty_directo
     bad = subprocess.run([sys.executable, "-m", "loadgen", "run", "--target", "rest://127.0.0.1:1", "--quiet",
                           "--run-id", "unreachable", "--metrics-port", "0"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=60)
-    assert bad.returncode == 2 and "cannot reach" in bad.stderr
+    assert bad.returncode == 3 and "cannot reach" in bad.stderr
     assert not (tmp_path / "results" / "unreachable").exists()
 
 
