@@ -35,5 +35,7 @@ fi
 
 # The tooling venv runs on Python 3.11: pyenv's where present, else uv finds or installs one.
 PY311=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.11.*/bin/python3.11 2>/dev/null | tail -1 || true)
-uv sync --frozen -q -p "${PY311:-3.11}"
+# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (this machine's default), Python never caches
+# bytecode, and each `python -m analysis` would compile scipy and matplotlib again (3.9 s -> 0.5 s).
+uv sync --frozen -q --compile-bytecode -p "${PY311:-3.11}"
 touch .venv/.synced

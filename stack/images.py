@@ -105,10 +105,20 @@ def _image_exists(ref: str) -> bool:
         return False
 
 
+def _compile_bytecode(python: str, dirs: list) -> None:
+    """The image's bytecode, compiled once here by a host CPython of the image's minor version (same
+    magic number): a container is recreated for every cold start and batching mode, and without it
+    each start compiled TensorFlow's ~1,700 modules again (`import tensorflow` 6.0 s -> 2.2 s, TF 2.9)."""
+    from stack.venvs import find_python
+
+    subprocess.run([find_python(python), "-m", "compileall", "-q", "-j", "0", *map(str, dirs)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800)
+
+
 def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: str = "", python: str = ROOTFS_PYTHON,
            changes: tuple = ()) -> str:
     """changes: more `docker import -c` lines (ENV, ENTRYPOINT, EXPOSE) of the image."""
-    tag = f"{ref}-{_code_digest(parts, pins + no_deps + [salt, python, *changes])}"  # salt: what `extra` writes
+    tag = f"{ref}-{_code_digest(parts, pins + no_deps + [salt, python, 'bytecode', *changes])}"  # salt: what `extra` writes
     if _image_exists(tag):
         log(f"images: {tag} is up to date")
         return tag
@@ -129,6 +139,7 @@ def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: s
         with open(rootfs / "etc/passwd", "a") as f:
             f.write(f"tfsb:x:{USER_ID}:{USER_ID}:tfserving-bench:/app:/usr/sbin/nologin\n")
         extra(rootfs)
+        _compile_bytecode(python, [rootfs / SITE.lstrip("/"), rootfs / "app"])
         log(f"images: docker import {tag}")
         # The docker CLI, not the SDK: `docker import -` streams the rootfs from tar's pipe, while the
         # SDK's import_image wants the whole tarball in memory or on disk (hundreds of MB, once more).

@@ -71,6 +71,8 @@ def ensure_venv(version: Version, registry: Registry, gpu: bool = False, log=pri
     """Return the venv's path, creating it first when missing or incomplete."""
     path = venv_path(version, registry, gpu)
     if (path / ".complete").exists():
+        if not (path / ".bytecode").exists():  # made before venvs were compiled: once, then never again
+            compile_bytecode(path, log)
         return path
     if path.exists():
         shutil.rmtree(path)
@@ -87,7 +89,20 @@ def ensure_venv(version: Version, registry: Registry, gpu: bool = False, log=pri
     run_or_raise([uv, "pip", "install", "-q", "--no-deps", version.serving_api], "installing tensorflow-serving-api",
                  env=env)
     (path / ".complete").write_text("\n".join(_pins(version, registry, gpu)) + "\n")
+    compile_bytecode(path, log)
     return path
+
+
+def compile_bytecode(path: Path, log=print) -> None:
+    """Compile the venv's modules once. Where PYTHONDONTWRITEBYTECODE is set (this machine's default)
+    Python never caches bytecode, so every process that imports TensorFlow (each server start, each
+    ceiling process) compiled its ~1,700 modules again: `import tensorflow` took 6.0 s instead of 2.2 s
+    on TF 2.9 here. A file that does not compile (a test of another Python) is left as it is."""
+    log(f"compiling the bytecode of {path.name} (once)")
+    site = [str(p) for p in (path / "lib").glob("python3.*/site-packages")]
+    subprocess.run([venv_python(path), "-m", "compileall", "-q", "-j", "0", *site], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=1800)
+    (path / ".bytecode").write_text("")
 
 
 def venv_python(path: Path) -> str:

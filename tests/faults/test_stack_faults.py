@@ -25,6 +25,10 @@ PROM = f"http://127.0.0.1:{9090 + OFFSET}"
 A, B = TEST_VERSIONS
 
 pytestmark = pytest.mark.integration
+# quick's levels, windows and repeats (the faults need whole cells, a run long enough for a Prometheus
+# restart), without its max-QPS search and with a short ceiling: none of these tests reads them.
+FAULTS_PROFILE = ("concurrency: [4, 16]\nwindow_s: 4\nwarmup_s: 1.5\nsearch_probes: 0\nceiling_windows: 2\n"
+                  "ceiling_window_s: 0.5\nrepeat: 2\n")
 
 
 def python_m(env, *args, timeout=600):
@@ -50,6 +54,8 @@ def env(tmp_path_factory):
     up = python_m(e, "stack", "up", "--versions", f"{A} {B}", "--runtime", "local")
     assert up.returncode == 0, up.stdout + up.stderr
     e["_tmp"] = str(tmp)
+    (tmp / "faults.yaml").write_text(FAULTS_PROFILE)
+    e["_profile"] = str(tmp / "faults.yaml")
     yield e
     python_m(e, "stack", "down")
 
@@ -112,7 +118,7 @@ def test_prometheus_restart_mid_compare_keeps_data_and_the_report_marks_the_gap(
         killed_at["up"] = python_m(env, "stack", "up", "--versions", f"{A} {B}", "--runtime", "local")
     t = threading.Thread(target=chaos)
     t.start()
-    run = python_m(env, "analysis", "compare", "--versions", B, "--profile", "quick", "--repeat", "2",
+    run = python_m(env, "analysis", "compare", "--versions", B, "--profile", env["_profile"], "--repeat", "2",
                    "--runtime", "local", timeout=900)
     t.join(60)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
@@ -132,7 +138,7 @@ def test_prometheus_restart_mid_compare_keeps_data_and_the_report_marks_the_gap(
 def test_compare_killed_mid_run_keeps_finished_cells_reports_partial_and_resumes(env):
     results = Path(env["TFSB_RESULTS"]) / "killed"
     e = dict(env, TFSB_RESULTS=str(results))
-    cmd = [sys.executable, "-m", "analysis", "compare", "--versions", B, "--profile", "quick", "--repeat", "2",
+    cmd = [sys.executable, "-m", "analysis", "compare", "--versions", B, "--profile", env["_profile"], "--repeat", "2",
            "--runtime", "local", "--run", "killed-run"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_until(lambda: _first_cell_started(results), 240, "first measurement")
@@ -144,7 +150,7 @@ def test_compare_killed_mid_run_keeps_finished_cells_reports_partial_and_resumes
     rep = python_m(e, "analysis", "report", "--run", "killed-run")
     assert rep.returncode == 0, rep.stderr
     assert f"**Partial run**: {done} of 4 measurements finished" in rep.stdout
-    resumed = python_m(e, "analysis", "compare", "--versions", B, "--profile", "quick", "--repeat", "2",
+    resumed = python_m(e, "analysis", "compare", "--versions", B, "--profile", env["_profile"], "--repeat", "2",
                        "--runtime", "local", "--run", "killed-run", timeout=900)
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-2000:]
     assert f"{done} measurements already done" in resumed.stdout and "Partial run" not in resumed.stdout
@@ -200,7 +206,7 @@ def test_a_signal_stops_loadgen_within_a_second_and_the_cut_window_is_invalid(en
 def test_a_signalled_compare_saves_an_interrupted_run_without_the_cut_cell_and_reports_it(env):
     results = Path(env["_tmp"]) / "signalled"
     e = dict(env, TFSB_RESULTS=str(results))
-    cmd = [sys.executable, "-m", "analysis", "compare", "--versions", B, "--profile", "quick", "--repeat", "2",
+    cmd = [sys.executable, "-m", "analysis", "compare", "--versions", B, "--profile", env["_profile"], "--repeat", "2",
            "--runtime", "local", "--run", "sig-run"]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_until(lambda: _first_cell_started(results), 240, "first measurement")
