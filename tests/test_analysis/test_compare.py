@@ -30,9 +30,17 @@ def env(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=e, capture_output=True, timeout=120)
 
 
+# quick's levels, windows and ceiling, with a max-QPS search of two short probes: the report's search
+# section is checked, not its precision (the search has its own tests in tests/faults).
+PROFILE = ("concurrency: [4, 16]\nwindow_s: 4\nwarmup_s: 1.5\nsearch_low: 100\nsearch_high: 3000\n"
+           "search_window_s: 3\nsearch_probes: 2\nceiling_windows: 5\nceiling_window_s: 1\nrepeat: 2\n")
+
+
 @pytest.fixture(scope="module")
-def run(env):
-    out = analysis(env, "compare", "--versions", " ".join(TEST_VERSIONS), "--profile", "quick", "--repeat", "2",
+def run(env, tmp_path_factory):
+    profile = tmp_path_factory.mktemp("profile") / "compare-test.yaml"
+    profile.write_text(PROFILE)
+    out = analysis(env, "compare", "--versions", " ".join(TEST_VERSIONS), "--profile", str(profile), "--repeat", "2",
                    "--runtime", "local")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     run_id = re.search(r"run id (\S+)", out.stdout).group(1)
