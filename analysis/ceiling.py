@@ -63,9 +63,11 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
                 continue
             one = measure_one(python, model_dir, rows, 1, window_s, getattr(serving, "cpus", None))
             pid = one.pop("pid", None)
-            got = done.setdefault(name, {**one, "rows_per_s": {r: [] for r in one["rows_per_s"]}})
-            for r, v in one["rows_per_s"].items():
-                got["rows_per_s"][r] += v
+            got = done.setdefault(name, {**one, "rows_per_s": {r: [] for r in one["rows_per_s"]},
+                                         "cpu_us_per_call": {r: [] for r in one["rows_per_s"]}})
+            for key in ("rows_per_s", "cpu_us_per_call"):
+                for r, v in one.get(key, {}).items():
+                    got.setdefault(key, {}).setdefault(r, []).extend(v)
             got.setdefault("pids", []).append(pid)
             save()
             round_log.append(f"{name} " + ", ".join(f"{r} rows {v[0]:,.0f}" for r, v in one["rows_per_s"].items()))

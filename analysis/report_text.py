@@ -9,7 +9,7 @@ from analysis.plan import batching_name
 from analysis.rows import BREAKDOWN, COMPARED, DESCRIBED
 from analysis.verdict_text import headline, notes, vs_text
 
-LABELS = {"achieved_qps": "QPS", "rows_per_s": "rows/s", "efficiency": "of TF ceiling", "p50_ms": "P50 ms",
+LABELS = {"ceiling_rows_per_s": "TF ceiling (in-process)", "achieved_qps": "QPS", "rows_per_s": "rows/s", "efficiency": "of TF ceiling", "p50_ms": "P50 ms",
           "p90_ms": "P90 ms", "p99_ms": "P99 ms", "error_ratio": "errors", "rss_mib": "RSS MiB",
           "gpu_mib": "GPU MiB", "cpu_s_per_1k": "CPU s/1k req", "client_ms": "client", "transport_ms": "transport",
           "server_ms": "server", "frontend_ms": "front end", "queue_ms": "queue", "runtime_ms": "TF runtime"}
@@ -92,12 +92,13 @@ def markdown(rep: dict) -> str:
     out += ["", "## TensorFlow ceiling (in-process, the version's own runtime, no serving path)", "",
             "Mean ± 95% CI over fresh processes, one window each (two processes of one build differ more than "
             "two windows of one process)." + pip, "",
-            "| rows | version | TensorFlow | rows/s | vs base |", "|---|---|---|---|---|"]
+            "| rows | version | TensorFlow | rows/s | CPU µs per call | vs base |", "|---|---|---|---|---|---|"]
     for c in rep["ceiling"]:
         d = c.get("vs_baseline")
         vs = "baseline" if d is None else vs_text(d)
+        cpu = _fmt(c["cpu_us_per_call"], 1) if c.get("cpu_us_per_call") else "n/a"  # runs before the field
         out.append(f"| {c['rows_per_request']} | {c['version']} | {c['tensorflow']} | "
-                   f"{_fmt(c['ceiling_rows_per_s'], 0)} | {vs} |")
+                   f"{_fmt(c['ceiling_rows_per_s'], 0)} | {cpu} | {vs} |")
     out += ["", "## Max stable QPS (P99 <= SLA, errors < 1%)", ""]
     out += [f"- batching {k.split('/')[0]}, {k.split('/')[1]} rows, {k.split('/')[2]}, {k.split('/')[3]}: "
             + ("none found" if v is None else f"{v:.1f} req/s" + unstable_above(rep["search"].get(k, {})))
@@ -164,8 +165,9 @@ def statistics(rep: dict) -> list:
             out.append(f"- {label}: with {m['repeats']} repeats no P99 difference can be significant among "
                        f"{rep['tests']} comparisons; that needs at least {m['min_repeats']} repeats per version.")
         elif m.get("relative") is not None:
+            unit = "fresh processes per version" if name == "ceiling_rows_per_s" else "repeats"
             out.append(f"- {label}: differences under {m['relative']:.0%} cannot be told from noise with "
-                       f"{m['repeats']} repeats here (80% power at the strictest Holm level).")
+                       f"{m['repeats']} {unit} here (80% power at the strictest Holm level).")
     return out
 
 

@@ -6,8 +6,9 @@ on this runtime can deliver for this request size on these cores.
     python -m modelserver.ceiling --model-dir models/build/tf2.9/my_model/1 --rows 1 32 \\
         --windows 5 --window-s 1
 
-prints {"tensorflow": "2.9.3", "python": "3.9.20", "pid": 123, "rows_per_s": {"1": [...], "32": [...]}}
-(one value per window; the windows of the row sizes alternate, so drift spreads over all of them).
+prints {"tensorflow": "2.9.3", "python": "3.9.20", "pid": 123, "rows_per_s": {"1": [...], "32": [...]},
+"cpu_us_per_call": {"1": [...], "32": [...]}} (one value per window; the windows of the row sizes
+alternate, so drift spreads over all of them; CPU time of all the process's threads per call).
 """
 from __future__ import annotations
 
@@ -28,15 +29,18 @@ def measure(servable, sig, rows_levels: list, windows: int, window_s: float, war
         while time.perf_counter() < t_end:
             servable.run(sig, inputs[r])
     out = {str(r): [] for r in rows_levels}
+    cpu = {str(r): [] for r in rows_levels}
     for _ in range(windows):
         for r in rows_levels:
-            n, t0 = 0, time.perf_counter()
+            n, t0, c0 = 0, time.perf_counter(), time.process_time()
             t_end = t0 + window_s
             while time.perf_counter() < t_end:
                 servable.run(sig, inputs[r])
                 n += 1
             out[str(r)].append(n * r / (time.perf_counter() - t0))
-    return out
+            # CPU of every thread of this process per call: steal and other processes' time are not in it
+            cpu[str(r)].append((time.process_time() - c0) / n * 1e6)
+    return {"rows_per_s": out, "cpu_us_per_call": cpu}
 
 
 def main(argv=None) -> int:
@@ -62,9 +66,8 @@ def main(argv=None) -> int:
     except (ServingError, OSError) as e:
         print(f"ceiling: error: {e}", file=sys.stderr)
         return 2
-    rows = measure(servable, sig, a.rows, a.windows, a.window_s, a.warmup_s)
-    print(json.dumps({"tensorflow": tf.__version__, "python": platform.python_version(), "pid": os.getpid(),
-                      "rows_per_s": rows}))
+    got = measure(servable, sig, a.rows, a.windows, a.window_s, a.warmup_s)
+    print(json.dumps({"tensorflow": tf.__version__, "python": platform.python_version(), "pid": os.getpid(), **got}))
     return 0
 
 

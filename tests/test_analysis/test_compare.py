@@ -92,6 +92,10 @@ def test_report_tables_stats_and_crosscheck(run):
                 assert v["p"] is not None and v["method"] == ("mann-whitney" if k == "p99_ms" else "welch")
     assert {c["version"] for c in rep["ceiling"]} == set(TEST_VERSIONS)
     assert all(c["ceiling_rows_per_s"]["n"] == 5 and c["ceiling_rows_per_s"]["mean"] > 100 for c in rep["ceiling"])
+    # CPU per call beside wall time: all threads of the process, so at least the wall time per call on one core
+    assert all(c["cpu_us_per_call"]["n"] == 5 and c["cpu_us_per_call"]["mean"] > 0.5e6 / c["ceiling_rows_per_s"]["mean"]
+               for c in rep["ceiling"])
+    assert rep["mde"]["ceiling_rows_per_s"]["repeats"] == 5 and 0 < rep["mde"]["ceiling_rows_per_s"]["relative"]
     assert rep["tests"] == 8 * 2 + 1  # 8 figures at each of 2 levels, and the ceiling: one Holm family
     for c in rep["crosscheck"]:  # nothing lost, exactly
         assert c["client_vs_server"]["exact"] and c["client_vs_server"]["ok"], c
@@ -107,6 +111,7 @@ def test_report_tables_stats_and_crosscheck(run):
     assert "The drop-in runs on different Pythons" in first and "(Python 3.9." in md and "(Python 3.11." in md
     assert "Max stable QPS" in md and "Cold start" in md and "client = server, exactly: 8 of 8" in md
     assert "Holm" in md and "Mann-Whitney" in md and "cannot be told from noise" in md
+    assert "TF ceiling (in-process): differences under" in md and "with 5 fresh processes per version" in md
     assert (d / "report.csv").read_text().count("\n") == len(rep["rows"]) + 1
     assert "## Max stable QPS" in stdout
 
