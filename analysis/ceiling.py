@@ -61,7 +61,7 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
         for name, python, model_dir in todo if i % 2 == 0 else todo[::-1]:
             if processes(done.get(name)) > i:
                 continue
-            one = measure_one(python, model_dir, rows, 1, window_s, getattr(serving, "cpus", None))
+            one = measure_one(python, model_dir, rows, 1, window_s, ceiling_core(serving))
             pid = one.pop("pid", None)
             got = done.setdefault(name, {**one, "rows_per_s": {r: [] for r in one["rows_per_s"]},
                                          "cpu_us_per_call": {r: [] for r in one["rows_per_s"]}})
@@ -69,6 +69,7 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
                 for r, v in one.get(key, {}).items():
                     got.setdefault(key, {}).setdefault(r, []).extend(v)
             got.setdefault("pids", []).append(pid)
+            got["cores"] = ceiling_core(serving)
             save()
             round_log.append(f"{name} " + ", ".join(f"{r} rows {v[0]:,.0f}" for r, v in one["rows_per_s"].items()))
         if round_log:
@@ -78,6 +79,16 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
         log(f"  ceiling {name} (TF {got['tensorflow']}, in-process, mean of {processes(got)} processes): " + ", ".join(
             f"{r} rows {sum(v) / len(v):,.0f} rows/s" for r, v in got["rows_per_s"].items()))
     return done
+
+
+def ceiling_core(serving) -> list | None:
+    """One core for every ceiling process: the last of the servers' cores (isolated) or of this
+    machine. Unpinned on 2 cores, TF's threads hand each op across cores: the 1-row ceiling of TF
+    2.21 was 6.0k rows/s with 18% spread between processes, pinned 18.6k with 2.4%; at 32 rows 120k
+    (13%) against 229k (5%) (benchmarks/ceiling_noise.py, --pin 1 against --pin "0 1")."""
+    cores = getattr(serving, "cpus", None) or (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                               else None)
+    return list(cores)[-1:] if cores else None
 
 
 def processes(got: dict | None) -> int:

@@ -36,7 +36,10 @@ class Profile:
 
 PROFILES = {
     "quick": Profile("quick", concurrency=(4, 16), rates=(), window_s=4, warmup_s=1.5, search_low=100,
-                     search_high=3000, search_window_s=4, search_probes=4, repeat=3),
+                     search_high=3000, search_window_s=4, search_probes=4, repeat=3,
+                     # eight processes of 0.5 s, pinned (analysis.ceiling.ceiling_core): about a minute per
+                     # pair of versions here, 3-5% spread per process (benchmarks/ceiling_noise.py)
+                     ceiling_windows=8, ceiling_window_s=0.5),
     "standard": Profile("standard", concurrency=(1, 8, 32), rates=(50, 200, 500, 1000), window_s=20, warmup_s=5,
                         search_low=50, search_high=10000, search_window_s=10, search_probes=8, repeat=5),
 }

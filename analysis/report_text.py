@@ -91,7 +91,7 @@ def markdown(rep: dict) -> str:
           "of its TensorFlow release, not the TensorFlow inside TF Serving's image." if cfg.get("runtime") == "docker" else ""
     out += ["", "## TensorFlow ceiling (in-process, the version's own runtime, no serving path)", "",
             "Mean ± 95% CI over fresh processes, one window each (two processes of one build differ more than "
-            "two windows of one process)." + pip, "",
+            "two windows of one process)" + _pinned(rep) + "." + pip, "",
             "| rows | version | TensorFlow | rows/s | CPU µs per call | vs base |", "|---|---|---|---|---|---|"]
     for c in rep["ceiling"]:
         d = c.get("vs_baseline")
@@ -150,6 +150,16 @@ def reconciliation(rep: dict) -> list:
                        f"{b['expected']}{' (' + b['why'] + ')' if b['why'] else ''}; valid {c['valid']}"
                        + (", inside a Prometheus gap" if c.get("in_gap") else ""))
     return out
+
+
+def _pinned(rep: dict) -> str:
+    """Where the ceiling's processes ran (runs before pinning say nothing)."""
+    cores = {tuple(c.get("cores") or ()) for c in ((rep.get("_run") or {}).get("ceiling") or {}).values()
+             if "skipped" not in c}
+    if len(cores) != 1 or not next(iter(cores)):
+        return ""
+    return (f", each pinned to core {', '.join(map(str, next(iter(cores))))}: TensorFlow's threads spread over "
+            "several cores hand work across them on every op, slower and far noisier")
 
 
 def statistics(rep: dict) -> list:

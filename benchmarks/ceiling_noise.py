@@ -36,16 +36,19 @@ def main() -> int:
     p.add_argument("--rows", type=int, default=1)
     p.add_argument("--processes", type=int, default=8)
     p.add_argument("--windows-s", default="0.5 1 2", help="window lengths to try, seconds")
+    p.add_argument("--pin", default="", help='cores to pin every process to, e.g. "1" (default: none)')
     a = p.parse_args()
     reg = load_registry()
     v = reg.get(a.version) if a.version else reg.newest
     python = venv_python(ensure_venv(v, reg, log=lambda *_: None))
     model = ensure_example_model(v, reg, log=lambda *_: None) / "1"
-    print(f"TF {v.tensorflow}, {a.rows} row(s), {a.processes} fresh processes per setting")
+    print(f"TF {v.tensorflow}, {a.rows} row(s), {a.processes} fresh processes per setting, "
+          + (f"pinned to cores {a.pin}" if a.pin else "not pinned"))
     print(f"{'window / figure':<22} {'mean':>10} {'CV':>7} {'MDE 5%':>9} {'MDE Holm17':>10}   seconds")
     for w in map(float, a.windows_s.split()):
         t0 = time.monotonic()
-        got = [measure_one(python, model, [a.rows], 1, w) for _ in range(a.processes)]
+        cpus = [int(c) for c in a.pin.split()] or None
+        got = [measure_one(python, model, [a.rows], 1, w, cpus) for _ in range(a.processes)]
         took = time.monotonic() - t0
         wall = [g["rows_per_s"][str(a.rows)][0] for g in got]
         cpu = [g["cpu_us_per_call"][str(a.rows)][0] for g in got]

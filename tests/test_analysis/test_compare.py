@@ -30,7 +30,7 @@ def env(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=e, capture_output=True, timeout=120)
 
 
-# quick's levels, windows and ceiling, with a max-QPS search of two short probes: the report's search
+# quick's levels and windows, a ceiling of 5 processes, a max-QPS search of two short probes: the report's search
 # section is checked, not its precision (the search has its own tests in tests/faults).
 PROFILE = ("concurrency: [4, 16]\nwindow_s: 4\nwarmup_s: 1.5\nsearch_low: 100\nsearch_high: 3000\n"
            "search_window_s: 3\nsearch_probes: 2\nceiling_windows: 5\nceiling_window_s: 1\nrepeat: 2\n")
@@ -60,7 +60,7 @@ def test_protocol_interleaves_versions_and_repeats(run):
     assert set(data["cold_start"]) == set(TEST_VERSIONS)
     assert all(0 < cs["to_available_s"] <= cs["to_first_predict_s"] for cs in data["cold_start"].values())
     assert data["status"] == "done" and data["environment"]["tensorflow"]
-    # The ceiling: a fresh process per window (5 in the quick profile), the versions' order flipped each round.
+    # The ceiling: a fresh process per window (5 in this profile), the versions' order flipped each round.
     pids = [data["ceiling"][v]["pids"] for v in TEST_VERSIONS]
     assert all(len(p) == 5 for p in pids) and len(set(pids[0] + pids[1])) == 10
     rounds = re.findall(r"ceiling process (\d)/5 \(rows/s in-process\): (\S+) .*?; (\S+) ", stdout)
