@@ -56,20 +56,20 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
             save()
         else:
             todo.append((s.name, python, model_dir))
+    core = ceiling_core(serving)
     for i in range(windows):
         round_log = []
         for name, python, model_dir in todo if i % 2 == 0 else todo[::-1]:
             if processes(done.get(name)) > i:
                 continue
-            one = measure_one(python, model_dir, rows, 1, window_s, ceiling_core(serving))
+            one = measure_one(python, model_dir, rows, 1, window_s, core)
             pid = one.pop("pid", None)
-            got = done.setdefault(name, {**one, "rows_per_s": {r: [] for r in one["rows_per_s"]},
-                                         "cpu_us_per_call": {r: [] for r in one["rows_per_s"]}})
-            for key in ("rows_per_s", "cpu_us_per_call"):
+            got = done.setdefault(name, {**one, "rows_per_s": {}, "cpu_us_per_call": {}})
+            for key in ("rows_per_s", "cpu_us_per_call"):  # setdefault: a resumed run may predate the CPU field
                 for r, v in one.get(key, {}).items():
                     got.setdefault(key, {}).setdefault(r, []).extend(v)
             got.setdefault("pids", []).append(pid)
-            got["cores"] = ceiling_core(serving)
+            got["cores"] = core
             save()
             round_log.append(f"{name} " + ", ".join(f"{r} rows {v[0]:,.0f}" for r, v in one["rows_per_s"].items()))
         if round_log:

@@ -9,7 +9,8 @@ from analysis.plan import batching_name
 from analysis.rows import BREAKDOWN, COMPARED, DESCRIBED
 from analysis.verdict_text import headline, notes, vs_text
 
-LABELS = {"ceiling_rows_per_s": "TF ceiling (in-process)", "achieved_qps": "QPS", "rows_per_s": "rows/s", "efficiency": "of TF ceiling", "p50_ms": "P50 ms",
+LABELS = {"ceiling_rows_per_s": "TF ceiling (in-process)", "achieved_qps": "QPS", "rows_per_s": "rows/s",
+          "efficiency": "of TF ceiling", "p50_ms": "P50 ms",
           "p90_ms": "P90 ms", "p99_ms": "P99 ms", "error_ratio": "errors", "rss_mib": "RSS MiB",
           "gpu_mib": "GPU MiB", "cpu_s_per_1k": "CPU s/1k req", "client_ms": "client", "transport_ms": "transport",
           "server_ms": "server", "frontend_ms": "front end", "queue_ms": "queue", "runtime_ms": "TF runtime"}

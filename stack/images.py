@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from stack.registry import load_registry
-from stack.venvs import home, run_or_raise, uv_binary
+from stack.venvs import compile_dirs, find_python, home, run_or_raise, uv_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -105,16 +105,6 @@ def _image_exists(ref: str) -> bool:
         return False
 
 
-def _compile_bytecode(python: str, dirs: list) -> None:
-    """The image's bytecode, compiled once here by a host CPython of the image's minor version (same
-    magic number): a container is recreated for every cold start and batching mode, and without it
-    each start compiled TensorFlow's ~1,700 modules again (`import tensorflow` 6.0 s -> 2.2 s, TF 2.9)."""
-    from stack.venvs import find_python
-
-    subprocess.run([find_python(python), "-m", "compileall", "-q", "-j", "0", *map(str, dirs)],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800)
-
-
 def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: str = "", python: str = ROOTFS_PYTHON,
            changes: tuple = ()) -> str:
     """changes: more `docker import -c` lines (ENV, ENTRYPOINT, EXPOSE) of the image."""
@@ -139,7 +129,10 @@ def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: s
         with open(rootfs / "etc/passwd", "a") as f:
             f.write(f"tfsb:x:{USER_ID}:{USER_ID}:tfserving-bench:/app:/usr/sbin/nologin\n")
         extra(rootfs)
-        _compile_bytecode(python, [rootfs / SITE.lstrip("/"), rootfs / "app"])
+        # Bytecode compiled here by a host CPython of the image's minor version (same magic number): a
+        # container is recreated for every cold start and batching mode, and without it each start
+        # compiled TensorFlow's ~1,700 modules again (`import tensorflow` 6.0 s -> 2.2 s, TF 2.9).
+        compile_dirs(find_python(python), [rootfs / SITE.lstrip("/"), rootfs / "app"])
         log(f"images: docker import {tag}")
         # The docker CLI, not the SDK: `docker import -` streams the rootfs from tar's pipe, while the
         # SDK's import_image wants the whole tarball in memory or on disk (hundreds of MB, once more).
@@ -165,8 +158,6 @@ def build_base(log=print) -> str:
 def _copy_python(rootfs: Path, minor: str) -> str:
     """The host's CPython `minor` into /opt/python/<minor>: its stdlib is found from the binary's
     place, libpython through LD_LIBRARY_PATH (set in the image). Returns the interpreter's path."""
-    from stack.venvs import find_python
-
     prefix = Path(find_python(minor)).resolve().parent.parent
     dest = rootfs / "opt/python" / minor
     shutil.copytree(prefix, dest, symlinks=True, ignore=shutil.ignore_patterns(

@@ -99,10 +99,14 @@ def compile_bytecode(path: Path, log=print) -> None:
     ceiling process) compiled its ~1,700 modules again: `import tensorflow` took 6.0 s instead of 2.2 s
     on TF 2.9 here. A file that does not compile (a test of another Python) is left as it is."""
     log(f"compiling the bytecode of {path.name} (once)")
-    site = [str(p) for p in (path / "lib").glob("python3.*/site-packages")]
-    subprocess.run([venv_python(path), "-m", "compileall", "-q", "-j", "0", *site], stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, timeout=1800)
+    compile_dirs(venv_python(path), list((path / "lib").glob("python3.*/site-packages")))
     (path / ".bytecode").write_text("")
+
+
+def compile_dirs(python: str, dirs: list) -> None:
+    """compileall with `python` (whose minor version reads the .pyc files) over dirs, all cores."""
+    subprocess.run([python, "-m", "compileall", "-q", "-j", "0", *map(str, dirs)], stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=1800)
 
 
 def venv_python(path: Path) -> str:
