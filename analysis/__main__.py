@@ -105,8 +105,13 @@ def _compare(a, reg, versions, log=print) -> int:
 def cmd_compare(a) -> int:
     from stack.registry import load_registry
 
+    from stack import knobs
+
     reg = load_registry()
-    return _compare(a, reg, reg.select(a.versions))
+    if a.knobs and a.targets:
+        raise ValueError("KNOBS applies to servers this stack starts, not to TARGETS started elsewhere")
+    reg, versions = knobs.expand(reg, reg.select(a.versions), a.knobs)  # each knob combination: a server
+    return _compare(a, reg, versions)
 
 
 def cmd_calibrate(a) -> int:
@@ -232,6 +237,9 @@ def main(argv=None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compare", help="the whole protocol, repeated, with a report")
     c.add_argument("--versions", default=os.environ.get("VERSIONS", "2.9 2.21"), help="baseline first")
+    c.add_argument("--knobs", default=os.environ.get("KNOBS", ""),
+                   help='TF settings as compare dimensions, e.g. "onednn=0,1" or "intra_op=1,2 inter_op=1" '
+                        "(stack/knobs.py): every combination of every version is one server")
     c.add_argument("--targets", default=os.environ.get("TARGETS", ""),
                    help='servers started elsewhere, baseline first: "2.9=grpc://h:8500,rest://h:8501 2.21=..." '
                         "(then --versions is ignored and nothing is started)")

@@ -13,6 +13,7 @@ import os
 import subprocess
 
 from models.prepare import ROOT
+from stack import knobs
 
 
 class CeilingError(RuntimeError):
@@ -20,15 +21,17 @@ class CeilingError(RuntimeError):
 
 
 def measure_one(python: str, model_dir, rows: list, windows: int, window_s: float, cpus: list | None = None,
-                timeout_s: float = 600) -> dict:
+                timeout_s: float = 600, knob_settings: tuple = ()) -> dict:
     """{"tensorflow": "2.9.3", "python": "3.9.20", "pid": 123, "rows_per_s": {"1": [...], "32": [...]}} from one
     subprocess."""
     from stack.placement import pin_child
 
     cmd = [python, "-m", "modelserver.ceiling", "--model-dir", str(model_dir), "--rows", *map(str, rows),
            "--windows", str(windows), "--window-s", f"{window_s:g}"]
+    # a knob variant's ceiling runs with its server's settings
+    cmd += [f"--{k.replace('_', '-')}={n}" for k, n in knobs.threads(knob_settings).items()]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3"),
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", **knobs.env(knob_settings)),
                           preexec_fn=pin_child(cpus) if cpus else None)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
@@ -55,14 +58,14 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
             log(f"  ceiling {s.name}: not measured ({done[s.name]['skipped']})")
             save()
         else:
-            todo.append((s.name, python, model_dir))
+            todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
     core = ceiling_core(serving)
     for i in range(windows):
         round_log = []
-        for name, python, model_dir in todo if i % 2 == 0 else todo[::-1]:
+        for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:
             if processes(done.get(name)) > i:
                 continue
-            one = measure_one(python, model_dir, rows, 1, window_s, core)
+            one = measure_one(python, model_dir, rows, 1, window_s, core, knob_settings=settings)
             pid = one.pop("pid", None)
             got = done.setdefault(name, {**one, "rows_per_s": {}, "cpu_us_per_call": {}})
             for key in ("rows_per_s", "cpu_us_per_call"):  # setdefault: a resumed run may predate the CPU field
@@ -74,7 +77,7 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
             round_log.append(f"{name} " + ", ".join(f"{r} rows {v[0]:,.0f}" for r, v in one["rows_per_s"].items()))
         if round_log:
             log(f"  ceiling process {i + 1}/{windows} (rows/s in-process): " + "; ".join(round_log))
-    for name, _, _ in todo:
+    for name, *_ in todo:
         got = done[name]
         log(f"  ceiling {name} (TF {got['tensorflow']}, in-process, mean of {processes(got)} processes): " + ", ".join(
             f"{r} rows {sum(v) / len(v):,.0f} rows/s" for r, v in got["rows_per_s"].items()))

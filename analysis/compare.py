@@ -123,7 +123,9 @@ def new_run(run_id: str, settings: Settings, serving, runtime: str, model, place
             "config": {**settings.as_dict(), "runtime": runtime, "model": model or "example",
                        "prometheus": getattr(serving, "prometheus_url", None),  # None: the stack's own
                        "servers": {s.name: {"tensorflow": s.tensorflow, "rest": f"{s.host}:{s.rest}",
-                                            "grpc": f"{s.host}:{s.grpc}"} for s in serving.servers}},
+                                            "grpc": f"{s.host}:{s.grpc}",
+                                            **({"knobs": dict(s.knobs)} if getattr(s, "knobs", ()) else {})}
+                                   for s in serving.servers}},
             "placement": placement.as_dict(), "environment": runstore.environment(serving.servers, runtime),
             "cold_start": {}, "ceiling": {}, "cells": {}, "search": {}, "activity": {}}
 

@@ -17,9 +17,11 @@ LABELS = {"ceiling_rows_per_s": "TF ceiling (in-process)", "achieved_qps": "QPS"
 
 
 def _python(rep: dict, version: str) -> str:
-    """The " (Python 3.9.20)" after a version: the interpreter of its own runtime, where its ceiling ran."""
-    p = ((rep.get("_run") or {}).get("ceiling", {}).get(version) or {}).get("python")
-    return f" (Python {p})" if p else ""
+    """The " (Python 3.10.16; aiohttp 3.13.5, grpcio 1.80.1, ...)" after a version: the interpreter and
+    front-end packages of its own runtime, where its ceiling ran."""
+    c = (rep.get("_run") or {}).get("ceiling", {}).get(version) or {}
+    pkgs = ", ".join(f"{k} {v}" for k, v in sorted((c.get("packages") or {}).items()))
+    return f" (Python {c['python']}" + (f"; {pkgs}" if pkgs else "") + ")" if c.get("python") else ""
 
 
 def unstable_above(search: dict) -> str:
@@ -114,8 +116,8 @@ def markdown(rep: dict) -> str:
     out += statistics(rep)
     env = rep["environment"]
     out += ["", "## Environment", "", f"CPU: {env['cpu']} ({env['cpus']} cores); GPU: {env['gpu']} (driver "
-            f"{env['driver']}); runtime {env['runtime']}; commit {env['git_commit'][:12]}; TensorFlow: "
-            + ", ".join(f"{k}: {v}" + _python(rep, k) for k, v in env["tensorflow"].items())]
+            f"{env['driver']}); runtime {env['runtime']}; commit {env['git_commit'][:12]}; TensorFlow, interpreter and front end per version:", ""]
+    out += [f"- {k}: TensorFlow {v}" + _python(rep, k) for k, v in env["tensorflow"].items()]
     return "\n".join(out) + "\n"
 
 

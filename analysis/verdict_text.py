@@ -118,6 +118,14 @@ def notes(rep: dict) -> list:
     if rep["config"].get("runtime") == "external":
         out.append(f"> **Servers started elsewhere** (TARGETS), scraped by {rep['config'].get('prometheus')}: their "
                    "batching is as deployed, no cold start was timed, and client and servers may not share a machine.")
+    knobbed = {n: s["knobs"] for n, s in (rep["config"].get("servers") or {}).items() if s.get("knobs")}
+    if knobbed:  # which server is which setting: the verdicts above name servers
+        from stack.knobs import describe
+
+        out.append("> **Knobs**: " + "; ".join(f"{n} runs TF {rep['config']['servers'][n]['tensorflow']} with "
+                                               f"{describe(tuple(k.items()))}" for n, k in knobbed.items())
+                   + ". Each setting is a server of its own, interleaved like versions; its ceiling runs with the "
+                   "same setting.")
     pythons = {v: c["python"] for v, c in (rep.get("_run") or {}).get("ceiling", {}).items() if c.get("python")}
     if rep["config"].get("runtime") == "local" and len(set(pythons.values())) > 1:
         # TF 2.6-2.11 have wheels for Python 3.9 only, the newest for 3.11: the drop-in's own front end

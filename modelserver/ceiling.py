@@ -43,6 +43,23 @@ def measure(servable, sig, rows_levels: list, windows: int, window_s: float, war
     return {"rows_per_s": out, "cpu_us_per_call": cpu}
 
 
+FRONT_END = ("aiohttp", "grpcio", "protobuf", "numpy", "orjson", "uvloop", "prometheus-client")
+
+
+def front_end_packages() -> dict:
+    """The drop-in's front-end distributions as installed in this venv: the report lists them per version,
+    so a reader can tell a TensorFlow difference from a grpcio or numpy one."""
+    from importlib import metadata
+
+    out = {}
+    for name in FRONT_END:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m modelserver.ceiling", description=__doc__.splitlines()[0])
     p.add_argument("--model-dir", required=True, help="one version directory (holding saved_model.pb)")
@@ -51,8 +68,10 @@ def main(argv=None) -> int:
     p.add_argument("--windows", type=int, default=5)
     p.add_argument("--window-s", type=float, default=1.0)
     p.add_argument("--warmup-s", type=float, default=0.5)
+    p.add_argument("--intra-op", type=int, default=0, help="TF Serving's --tensorflow_intra_op_parallelism (0: TF's)")
+    p.add_argument("--inter-op", type=int, default=0, help="TF Serving's --tensorflow_inter_op_parallelism (0: TF's)")
     a = p.parse_args(argv)
-    if min(a.rows) < 1 or a.windows < 1 or not 0 < a.window_s <= 3600 or not 0 <= a.warmup_s <= 3600:
+    if min(a.rows) < 1 or a.windows < 1 or a.intra_op < 0 or a.inter_op < 0 or not 0 < a.window_s <= 3600 or not 0 <= a.warmup_s <= 3600:
         p.error("--rows, --windows and --window-s must be positive, --window-s and --warmup-s finite and at most 3600")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
@@ -61,13 +80,16 @@ def main(argv=None) -> int:
     from modelserver.status import ServingError
 
     try:
-        servable = Servable("ceiling", 1, a.model_dir)
+        # the server's Session config: the same thread pools as a server started with these flags
+        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=a.intra_op, inter_op_parallelism_threads=a.inter_op)
+        servable = Servable("ceiling", 1, a.model_dir, session_config=config)
         sig = servable.signature(a.signature)
     except (ServingError, OSError) as e:
         print(f"ceiling: error: {e}", file=sys.stderr)
         return 2
     got = measure(servable, sig, a.rows, a.windows, a.window_s, a.warmup_s)
-    print(json.dumps({"tensorflow": tf.__version__, "python": platform.python_version(), "pid": os.getpid(), **got}))
+    print(json.dumps({"tensorflow": tf.__version__, "python": platform.python_version(), "pid": os.getpid(),
+                      "packages": front_end_packages(), **got}))
     return 0
 
 

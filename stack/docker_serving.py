@@ -21,10 +21,10 @@ import os
 import time
 from pathlib import Path
 
-from stack import compose, ports
+from stack import compose, knobs, ports
 from stack.docker_runtime import ROOT, DockerError, project
 from stack.promconfig import service
-from stack.serving import LocalServing, Server, first_predict_ms, newest_state
+from stack.serving import LocalServing, Server, first_predict_ms, local_server, newest_state
 
 BENCH_LABEL = "tfsb.project"
 START_BUDGET_S = 300.0  # to AVAILABLE, after the container starts (a vfs engine copies the image first)
@@ -41,8 +41,8 @@ def _client():
 
 def image_for(version) -> str:
     """The image of a version's service, as compose resolves it: its IMAGE variable, else the official tag.
-    A "-b" alias runs its base version's image."""
-    base = version.name.removesuffix("-b")
+    An alias ("2.21-b", a knob variant "2.9-onednn0") runs its base version's image."""
+    base = version.key
     return os.environ.get(compose.image_variable(base)) or version.image
 
 
@@ -73,9 +73,7 @@ class DockerServing:
                  log=print, startup_budget_s: float = START_BUDGET_S):
         self.registry, self.versions, self.model_path, self.cpus, self.log = registry, versions, model_path, cpus, log
         self.startup_budget_s = startup_budget_s
-        self.servers = [Server(v.name, "127.0.0.1", ports.rest(v), ports.grpc(v),
-                               f"http://127.0.0.1:{ports.rest(v)}/monitoring/prometheus/metrics",
-                               tensorflow=v.tensorflow) for v in versions]
+        self.servers = [local_server(v) for v in versions]  # the same loopback ports as the local runtime
         self._by_name = {v.name: v for v in versions}
         self._client = _client()
         for v in versions:
@@ -85,7 +83,7 @@ class DockerServing:
             from stack import gpu_compat
 
             caps = gpu_compat.gpu_capabilities()
-            self.warnings = [w for w in (gpu_compat.check(v.name, caps) for v in versions) if w]
+            self.warnings = [w for w in (gpu_compat.check(v.key, caps) for v in versions) if w]
             if self.warnings:
                 self.startup_budget_s *= gpu_compat.JIT_BUDGET_FACTOR
             for w in self.warnings:
@@ -99,7 +97,7 @@ class DockerServing:
             self._client.images.get(ref)
         except docker.errors.ImageNotFound:
             raise DockerError(f"image {ref} of TF Serving {v.name} is not on this engine: `docker pull {ref}`, or "
-                              f"build offline ones with `make images VERSIONS=\"{v.name.removesuffix('-b')}\"` and "
+                              f"build offline ones with `make images VERSIONS=\"{v.key}\"` and "
                               "run its export lines") from None
 
     # ---- the container of one version ------------------------------------------------------
@@ -110,7 +108,7 @@ class DockerServing:
         from models.prepare import check_base_path, ensure_example_model
 
         base = check_base_path(model_path) if model_path else ensure_example_model(
-            self.registry.get(v.name.removesuffix("-b")), self.registry, log=lambda *_: None)
+            v, self.registry, log=lambda *_: None)  # an alias's export is its base version's (Version.key)
         for d in [base, *(p for p in base.iterdir() if p.is_dir())]:
             d.chmod(d.stat().st_mode | 0o755)  # the server in the container is another user
         return base
@@ -119,6 +117,7 @@ class DockerServing:
         """docker API arguments from compose's service definition, in this batching mode."""
         svc = compose.tfserving(v)
         flags = [f for f in svc["command"] if not f.startswith(("--enable_batching", "--batching_parameters_file"))]
+        flags += knobs.flags(v.knobs)  # a knob variant: TF Serving's own thread flags
         volumes = {str(ROOT / "monitoring_configs"): {"bind": "/config", "mode": "ro"},
                    mode["model"]: {"bind": "/models/my_model", "mode": "ro"}}
         if mode["batching"]:
@@ -131,7 +130,7 @@ class DockerServing:
         hc = svc["healthcheck"]
         return dict(
             image=image_for(v), name=self.name(v), entrypoint=svc["entrypoint"], command=flags,
-            environment=svc["environment"], volumes=volumes, detach=True,
+            environment={**svc["environment"], **knobs.env(v.knobs)}, volumes=volumes, detach=True,
             labels={**svc["labels"], BENCH_LABEL: project(), "tfsb.mode": json.dumps(mode, sort_keys=True)},
             ports={f"{ports.TFSERVING_GRPC}/tcp": ("127.0.0.1", ports.grpc(v)),
                    f"{ports.TFSERVING_REST}/tcp": ("127.0.0.1", ports.rest(v))},
@@ -231,11 +230,7 @@ class DockerServing:
     def ceiling_command(self, server: Server) -> tuple:
         """TensorFlow in-process runs in the version's local venv on the host: the pip build of its
         release, not TF Serving's own (the report says so)."""
-        base = self.registry.get(server.name.removesuffix("-b")) if server.name.endswith("-b") else None
-        reg = self.registry
-        local = LocalServing(reg, [self._by_name[server.name]], self.model_path, log=lambda *_: None)
-        if base is not None and not self.model_path:
-            local.model_path = str(self._model_base(base, None))
+        local = LocalServing(self.registry, [self._by_name[server.name]], self.model_path, log=lambda *_: None)
         return local.ceiling_command(server)
 
     def resources(self, server: Server) -> dict | None:

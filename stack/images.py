@@ -169,12 +169,12 @@ def _copy_python(rootfs: Path, minor: str) -> str:
 def build_tfserving(version_name: str | None = None, log=print) -> str:
     reg = load_registry()
     v = reg.get(version_name) if version_name else reg.newest
-    python = "python3" if v.python == ROOTFS_PYTHON else f"/opt/python/{v.python}/bin/python{v.python}"
+    python = "python3" if v.image_python == ROOTFS_PYTHON else f"/opt/python/{v.image_python}/bin/python{v.image_python}"
     script = MODEL_SERVER.format(python=python)
 
     def extra(rootfs: Path) -> None:
-        if v.python != ROOTFS_PYTHON:
-            _copy_python(rootfs, v.python)
+        if v.image_python != ROOTFS_PYTHON:
+            _copy_python(rootfs, v.image_python)
         for name, text in (("tensorflow_model_server", script), ("tf_serving_entrypoint.sh", ENTRYPOINT)):
             path = rootfs / "usr/bin" / name
             path.write_text(text)
@@ -183,7 +183,7 @@ def build_tfserving(version_name: str | None = None, log=print) -> str:
     # The official image's interface: its environment, ports and entrypoint.
     changes = ("ENV MODEL_NAME=model", "ENV MODEL_BASE_PATH=/models", "EXPOSE 8500 8501",
                'ENTRYPOINT ["/usr/bin/tf_serving_entrypoint.sh"]')
-    if v.python != ROOTFS_PYTHON:
-        changes += (f"ENV LD_LIBRARY_PATH=/opt/python/{v.python}/lib",)
+    if v.image_python != ROOTFS_PYTHON:
+        changes += (f"ENV LD_LIBRARY_PATH=/opt/python/{v.image_python}/lib",)
     return _build(f"tfsb-offline/tfserving:{v.name}", ["modelserver", "fileio"], list(v.requirements(reg.server_pip)),
-                  [v.serving_api], extra, log, salt=script + ENTRYPOINT, python=v.python, changes=changes)
+                  [v.serving_api], extra, log, salt=script + ENTRYPOINT, python=v.image_python, changes=changes)

@@ -15,7 +15,7 @@ from google.protobuf import text_format
 
 from fileio.atomic import write_atomic
 from models.prepare import MODEL_NAME, ROOT, check_base_path, ensure_example_model
-from stack import ports, procs
+from stack import knobs, ports, procs
 from stack.registry import Registry, Version
 from stack.venvs import ensure_venv, venv_python
 
@@ -51,7 +51,7 @@ def server_command(python: str, version: Version, cfg_path: Path, batching: bool
     cmd = [python, "-m", "modelserver", f"--port={ports.grpc(version)}", f"--rest_api_port={ports.rest(version)}",
            f"--model_config_file={cfg_path}", f"--monitoring_config_file={CONFIGS / 'monitoring.config'}",
            f"--file_system_poll_wait_seconds={poll_s}", f"--listen_address={bind}",
-           f"--version_label={version.name}"]
+           f"--version_label={version.name}", *knobs.flags(version.knobs)]
     if batching:
         cmd += ["--enable_batching=true", f"--batching_parameters_file={batching_file or CONFIGS / 'batching.config'}"]
     return cmd
@@ -102,7 +102,8 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
     cfg = d / "models.config"
     write_atomic(cfg, render_models_config(base, model_name))
     cmd = server_command(python, version, cfg, batching=batching, bind=bind, batching_file=batching_file)
-    pid = procs.start(cmd, pid_file, log_file, env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2"),
+    pid = procs.start(cmd, pid_file, log_file, env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2",
+                                                                 **knobs.env(version.knobs)),
                       cwd=ROOT, preexec_fn=pin_child(cpus) if cpus else None)
     write_atomic(d / "modelserver.json", json.dumps({"batching": batching, "model": str(base), "cpus": cpus,
                                                            "batching_file": str(batching_file or "")}))

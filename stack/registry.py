@@ -37,6 +37,9 @@ class Version:
     gpu_pip: tuple[str, ...]
     serving_api: str
     ports: Ports
+    image_python: str = ""  # the offline docker image's interpreter
+    pythons: tuple = ()     # every interpreter its wheels exist for, oldest first
+    knobs: tuple = ()       # (("onednn", "0"), ...): a variant's TF settings (stack/knobs.py)
     family: str = ""  # an alias (calibration's "2.21-b") names the version whose venv and model it shares
 
     @property
@@ -53,6 +56,28 @@ class Version:
         own = self.gpu_pip if gpu else self.pip
         named = {dist_name(r) for r in own}
         return own + tuple(r for r in server_pip if dist_name(r) not in named)
+
+
+def _minor(py: str) -> tuple:
+    return tuple(int(p) for p in py.split("."))
+
+
+def shared_pythons(versions: list) -> dict:
+    """{version: interpreter}: the newest Python that all of them have wheels for. Where none is
+    shared, the versions whose newest wheels are the oldest keep their own (TF 2.6: 3.9 only) and the
+    rest share again, so only those differ. The drop-in's front end is Python: on different
+    interpreters an end-to-end compare measures the interpreters as well (3.9 against 3.11 here)."""
+    rest, out = list(versions), {}
+    while rest:
+        common = set.intersection(*(set(v.pythons or (v.python,)) for v in rest))
+        if common:
+            out.update({v.name: max(common, key=_minor) for v in rest})
+            break
+        oldest = min((max(v.pythons or (v.python,), key=_minor) for v in rest), key=_minor)
+        for v in [v for v in rest if max(v.pythons or (v.python,), key=_minor) == oldest]:
+            out[v.name] = oldest
+            rest.remove(v)
+    return out
 
 
 def dist_name(requirement: str) -> str:
@@ -72,14 +97,17 @@ class Registry:
         return self.versions[name]
 
     def select(self, names: str | list[str]) -> list[Version]:
-        """Versions from "2.6 2.9" or ["2.6", "2.9"]; duplicates and unknowns are errors."""
+        """Versions from "2.6 2.9" or ["2.6", "2.9"], each on the interpreter they share
+        (shared_pythons); duplicates and unknowns are errors."""
         if isinstance(names, str):
             names = names.replace(",", " ").split()
         if not names:
             raise RegistryError(f"no version given; known versions: {', '.join(self.versions)}")
         if len(set(names)) != len(names):
             raise RegistryError(f"version listed twice in {' '.join(names)!r}")
-        return [self.get(n) for n in names]
+        chosen = [self.get(n) for n in names]
+        pythons = shared_pythons(chosen)
+        return [dataclasses.replace(v, python=pythons[v.name]) for v in chosen]
 
     def with_alias(self, name: str, suffix: str = "-b", port_shift: int = 2) -> "Registry":
         """This registry plus a second instance of version `name`, labelled name+suffix, on ports
@@ -119,12 +147,20 @@ def _version(name: str, raw: object, where: str) -> Version:
     for k, p in ports.items():
         if not isinstance(p, int) or not 1024 <= p <= 65535:
             raise RegistryError(f"{where}: version {name!r}: ports.{k} must be an integer in 1024..65535")
+    pythons = raw.get("pythons", [raw["python"]])
+    if not isinstance(pythons, list) or not pythons or not all(
+            isinstance(p, str) and re.fullmatch(r"3\.\d+", p) for p in pythons):
+        raise RegistryError(f"{where}: version {name!r}: pythons must be a list like [\"3.10\", \"3.11\"]")
+    pythons = tuple(sorted(set(pythons), key=_minor))
     return Version(
         name=name,
+        pythons=pythons,
+        image_python=str(raw["python"]),
         pip=tuple(raw["pip"]),
         gpu_pip=tuple(raw["gpu_pip"]),
         ports=Ports(grpc=ports["grpc"], rest=ports["rest"]),
-        **{f: str(raw[f]) for f in _STR_FIELDS},
+        **{f: str(raw[f]) for f in _STR_FIELDS if f != "python"},
+        python=pythons[-1],  # alone, a version runs on its newest; select() makes several share one
     )
 
 

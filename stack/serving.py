@@ -37,6 +37,7 @@ class Server:
     metrics_url: str
     model: str = "my_model"
     tensorflow: str = ""     # the TF release it runs, when known
+    knobs: tuple = ()        # a variant's TF settings (stack/knobs.py), also applied to its ceiling
 
     def address(self, protocol: str) -> tuple:
         port = self.rest if protocol == "rest" else self.grpc
@@ -49,7 +50,8 @@ def local_server(version) -> Server:
     """The server of a registry version in the local runtime (its ports, after TFSB_PORT_OFFSET)."""
     rest = ports.rest(version)
     return Server(version.name, "127.0.0.1", rest, ports.grpc(version),
-                  f"http://127.0.0.1:{rest}/monitoring/prometheus/metrics", tensorflow=version.tensorflow)
+                  f"http://127.0.0.1:{rest}/monitoring/prometheus/metrics", tensorflow=version.tensorflow,
+                  knobs=version.knobs)
 
 
 def first_predict_ms(server: Server, timeout: float = 30) -> float:
