@@ -5,7 +5,7 @@ VERSIONS ?= $(VERSION)
 RUNTIME  ?= auto
 export VERSION VERSIONS RUNTIME
 
-.PHONY: setup demo up down status load watch compare calibrate report baseline regress scenario sweep doctor exporter images k8s test clean
+.PHONY: setup demo up down status load watch compare calibrate bisect report baseline regress scenario sweep doctor exporter images k8s test clean
 
 .venv/.synced: pyproject.toml uv.lock scripts/bootstrap.sh
 	./scripts/bootstrap.sh
@@ -39,6 +39,9 @@ compare: setup                  ## make compare VERSIONS="2.9 2.21" [KNOBS="oned
 
 calibrate: setup                ## make calibrate VERSION=2.21 [PROFILE=..] [ROWS=..]: A/A, the version against a second server of itself
 	$(PY) -m analysis calibrate --version "$(if $(filter command line environment,$(origin VERSION)),$(VERSION),2.21)"
+
+bisect: setup                   ## make bisect FROM=2.9 TO=2.21 [ROWS=32] [PROCESSES=12] [MODEL=..]: the release where TF's ceiling changed, op by op
+	$(PY) -m analysis bisect
 
 report: setup                   ## make report RUN=<run id>
 	$(PY) -m analysis report --run "$(RUN)"

@@ -161,6 +161,29 @@ def cmd_scenario(a) -> int:
     return 0
 
 
+def cmd_bisect(a) -> int:
+    from analysis.bisect import run_bisect, write
+    from analysis.plan import parse_rows
+    from stack.registry import load_registry
+
+    reg = load_registry()
+    profile = get_profile(a.profile)
+    profile = dataclasses.replace(profile, ceiling_windows=a.processes)
+    lo, hi = reg.select([a.from_version, a.to_version])  # one interpreter for both ends, and every release between
+    rows = parse_rows(a.rows)
+    if len(rows) != 1:
+        raise ValueError(f"ROWS must be one row count for a bisect, got {a.rows!r}")
+    if tuple(map(int, lo.tensorflow.split("."))) >= tuple(map(int, hi.tensorflow.split("."))):
+        raise ValueError(f"FROM must be an older release than TO, got FROM={a.from_version} TO={a.to_version}")
+    if a.model:
+        from models.prepare import check_base_path
+        check_base_path(a.model)
+    out = run_bisect(reg, lo, hi, rows[0], profile, a.model or None)
+    print(write(out))
+    print(f"written: {runstore.results_dir() / out['id'] / 'bisect.md'} and bisect.json")
+    return 0
+
+
 def cmd_report(a) -> int:
     from analysis.report import write
 
@@ -205,7 +228,8 @@ def cmd_regress(a) -> int:
     reg = load_registry()
     version = reg.get(a.version)
     cfg = base["config"]
-    profile = Profile(**{**known_profile_fields(cfg["profile"]), "search_probes": 0})  # levels only, no search
+    # levels only: no search, no op table (the gate reads the levels)
+    profile = Profile(**{**known_profile_fields(cfg["profile"]), "search_probes": 0, "optrace_processes": 0})
     settings = Settings((version.name,), tuple(cfg["rows"]), tuple(cfg["batching"]), tuple(cfg["protocols"]),
                         profile, cfg["repeat"], cfg["sla_p99_ms"])
     # before anything starts: the server must take the baseline's rows, and the baseline must hold levels
@@ -262,6 +286,16 @@ def main(argv=None) -> int:
         sp.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
         sp.add_argument("--run", default=os.environ.get("RUN", ""), help="resume this run id")
         sp.add_argument("--model", default=os.environ.get("MODEL", ""))
+    bi = sub.add_parser("bisect", help="the TensorFlow release between two versions where the ceiling changed")
+    bi.add_argument("--from", dest="from_version", default=os.environ.get("FROM", "2.9"))
+    bi.add_argument("--to", dest="to_version", default=os.environ.get("TO", "2.21"))
+    bi.add_argument("--rows", default=os.environ.get("ROWS", "32"), help="one row count per call (default: 32)")
+    bi.add_argument("--profile", default=os.environ.get("PROFILE", "quick"),
+                    help="its ceiling_* and optrace_* fields set the processes per release (default: %(default)s)")
+    bi.add_argument("--model", default=os.environ.get("MODEL", ""))
+    bi.add_argument("--processes", type=number(2, 1000, integer=True, name="PROCESSES"),
+                    default=os.environ.get("PROCESSES") or "12",
+                    help="fresh ceiling processes per release (default: %(default)s; 8 of 0.5 s gave +-8%% at 32 rows)")
     r = sub.add_parser("report", help="tables and charts of a finished run")
     r.add_argument("--run", required=True)
     q = sub.add_parser("query", help="evaluate PromQL at the end of a run ($window = the run's span)")
@@ -294,7 +328,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     stopping.install()
     try:
-        return {"compare": cmd_compare, "calibrate": cmd_calibrate, "report": cmd_report, "query": cmd_query, "baseline": cmd_baseline,
+        return {"compare": cmd_compare, "calibrate": cmd_calibrate, "report": cmd_report, "bisect": cmd_bisect, "query": cmd_query, "baseline": cmd_baseline,
                 "regress": cmd_regress, "scenario": cmd_scenario}[a.cmd](a)
     except stopping.Interrupted as e:
         if a.cmd != "compare":  # compare said what it saved

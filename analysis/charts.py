@@ -81,8 +81,9 @@ def cdf(latencies: dict, title: str) -> str:
     return _svg(fig)
 
 
-def stacked(groups: list, versions: list, stages: list, values: dict, title: str) -> str:
-    """values[(group, version)] = {stage: mean ms}: one stacked bar per version and cell."""
+def stacked(groups: list, versions: list, stages: list, values: dict, title: str,
+            ylabel: str = "mean ms per request") -> str:
+    """values[(group, version)] = {stage: mean}: one stacked bar per version and cell."""
     fig, ax = plt.subplots(figsize=(max(6.5, 0.9 * len(groups) * len(versions)), 3.8))
     width = 0.8 / max(1, len(versions))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -97,5 +98,5 @@ def stacked(groups: list, versions: list, stages: list, values: dict, title: str
         for x, b in zip(xs, bottom):
             ax.text(x, b, v, ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(groups)), groups, rotation=20, ha="right")
-    _decorate(ax, "", "mean ms per request", title)
+    _decorate(ax, "", ylabel, title)
     return _svg(fig)

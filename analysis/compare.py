@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import time
 
-from analysis import ceiling, counters, plan, resume, runstore, schemas
+from analysis import ceiling, counters, optable, plan, resume, runstore, schemas
 from analysis.plan import Settings
 from loadgen import stopping
 from loadgen.app import build_payloads, check_writable, measure
@@ -162,6 +162,10 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
         wait_scraped(prom, list(by_name))
         ceiling.measure_all(serving, serving.servers, list(settings.rows), settings.profile.ceiling_windows,
                             settings.profile.ceiling_window_s, run["ceiling"], lambda: runstore.save(run), log)
+        if settings.profile.optrace_processes:  # after the ceiling, never inside it: tracing costs time
+            optable.measure_all(serving, serving.servers, list(settings.rows), settings.profile.optrace_processes,
+                                settings.profile.optrace_calls, run.setdefault("optrace", {}),
+                                lambda: runstore.save(run), log)
         pin_self(placement.client)  # the client on its own cores (all of them when not isolated)
         for i, c in enumerate(mine, 1):
             stopping.check()  # a signal between cells (during a cold start, the ceiling, a sleep)

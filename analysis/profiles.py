@@ -32,6 +32,8 @@ class Profile:
     repeat: int = 3
     ceiling_windows: int = 5     # in-process TF ceiling: fresh processes per version, one window each
     ceiling_window_s: float = 1.0
+    optrace_processes: int = 4   # the op table: fresh traced processes per version (0: none)
+    optrace_calls: int = 200     # traced calls per process and row count
 
 
 PROFILES = {
@@ -49,7 +51,7 @@ _NUMBERS = {  # field: (type, smallest allowed value, the smallest itself allowe
     "window_s": (float, 0, False), "warmup_s": (float, 0, True), "search_low": (float, 0, False),
     "search_high": (float, 0, False), "search_window_s": (float, 0, False), "search_probes": (int, 0, True),
     "sla_p99_ms": (float, 0, False), "repeat": (int, 1, True), "ceiling_windows": (int, 2, True),
-    "ceiling_window_s": (float, 0, False),
+    "ceiling_window_s": (float, 0, False), "optrace_processes": (int, 0, True), "optrace_calls": (int, 1, True),
 }
 
 

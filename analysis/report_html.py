@@ -9,7 +9,7 @@ import re
 import numpy as np
 
 from analysis import charts
-from analysis.report_text import LABELS, _bucket, _fmt, _vs, load_name, reconciliation, statistics
+from analysis.report_text import LABELS, OP_HEADER, _bucket, _fmt, _vs, load_name, op_rows, reconciliation, statistics
 from analysis.rows import BREAKDOWN
 from analysis.verdict_text import headline, notes, vs_text
 from loadgen.record import bin_values, decode_hdr
@@ -66,6 +66,8 @@ def chart_parts(rep: dict) -> list:
     stack_values = {k: {LABELS[s]: r[s]["mean"] for s in stages} for k, r in by.items()}
     parts.append(charts.stacked(groups, versions, [LABELS[s] for s in stages], stack_values,
                                 "Where the time goes (the server's own counters; client = transport + server)"))
+    if rep.get("optable"):
+        parts.append(op_chart(rep["optable"], versions))
     curves = {}
     for r in rows:
         if r["mode"] == "closed" and r["achieved_qps"]["mean"] is not None and r["p99_ms"]["mean"] is not None:
@@ -79,6 +81,25 @@ def chart_parts(rep: dict) -> list:
     parts.append(charts.cdf(cdfs, f"Latency CDF at concurrency {top:g}, first repeat (the load generator's exact "
                                   "HDR histogram)" if top is not None else "Latency CDF"))
     return parts
+
+
+TOP_OPS = 7  # op types drawn by name; the rest stack as "other"
+
+
+def op_chart(optable: list, versions: list) -> str:
+    """The op table stacked per version: µs per call of each op type, the largest (on the baseline) first."""
+    ops = [r for r in optable if "untraced_us_per_call" not in r]
+    names = list(dict.fromkeys(r["op"] for r in ops))  # the table's order: largest on the baseline first
+    shown = names[:TOP_OPS] + (["other"] if len(names) > TOP_OPS else [])
+    values: dict = {}
+    for r in ops:
+        slot = values.setdefault((f"{r['rows_per_request']} rows", r["version"]), {})
+        op = r["op"] if r["op"] in shown else "other"
+        slot[op] = slot.get(op, 0.0) + (r["us_per_call"]["mean"] or 0.0)
+    groups = list(dict.fromkeys(g for g, _ in values))
+    return charts.stacked(groups, [v for v in versions if any((g, v) in values for g in groups)], shown, values,
+                          "Where TensorFlow's time goes, op by op (traced in-process, mean of fresh processes)",
+                          ylabel="µs per call")
 
 
 def html_page(rep: dict) -> str:
@@ -100,6 +121,8 @@ def html_page(rep: dict) -> str:
     ceiling = _table(["rows", "version", "TensorFlow", "rows/s in-process", "vs base"],
                      [[c["rows_per_request"], c["version"], c["tensorflow"], _fmt(c["ceiling_rows_per_s"], 0),
                        "baseline" if "vs_baseline" not in c else vs_text(c["vs_baseline"])] for c in rep["ceiling"]])
+    ops = _table(OP_HEADER, op_rows(rep["optable"])) if rep.get("optable") else ""
+    ops = f"<h2>Where TensorFlow's time goes, op by op (traced in-process)</h2>{ops}" if ops else ""
     svgs = "".join(f"<div class='chart'>{svg}</div>" for svg in chart_parts(rep))
     tail = "".join(f"<p>{_inline(line.lstrip('- '))}</p>" for line in reconciliation(rep) + statistics(rep)
                    if line and not line.startswith("#"))
@@ -108,5 +131,5 @@ def html_page(rep: dict) -> str:
             f"<h1>TF Serving comparison, run {html.escape(rep['run_id'])}</h1>"
             f"<section class='answer'>{answer}</section>{caveats}"
             f"<h2>Throughput and latency</h2>{main}<h2>Where the time goes (mean ms per request)</h2>{breakdown}"
-            f"<h2>TensorFlow ceiling (in-process, no serving path)</h2>{ceiling}<h2>Charts</h2>{svgs}"
+            f"<h2>TensorFlow ceiling (in-process, no serving path)</h2>{ceiling}{ops}<h2>Charts</h2>{svgs}"
             f"<h2>Nothing lost, and how the verdicts are made</h2>{tail}</body></html>")

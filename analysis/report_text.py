@@ -102,6 +102,7 @@ def markdown(rep: dict) -> str:
         cpu = _fmt(c["cpu_us_per_call"], 1) if c.get("cpu_us_per_call") else "n/a"  # runs before the field
         out.append(f"| {c['rows_per_request']} | {c['version']} | {c['tensorflow']} | "
                    f"{_fmt(c['ceiling_rows_per_s'], 0)} | {cpu} | {vs} |")
+    out += op_table(rep)
     out += ["", "## Max stable QPS (P99 <= SLA, errors < 1%)", ""]
     out += [f"- batching {k.split('/')[0]}, {k.split('/')[1]} rows, {k.split('/')[2]}, {k.split('/')[3]}: "
             + ("none found" if v is None else f"{v:.1f} req/s" + unstable_above(rep["search"].get(k, {})))
@@ -119,6 +120,39 @@ def markdown(rep: dict) -> str:
             f"{env['driver']}); runtime {env['runtime']}; commit {env['git_commit'][:12]}; TensorFlow, interpreter and front end per version:", ""]
     out += [f"- {k}: TensorFlow {v}" + _python(rep, k) for k, v in env["tensorflow"].items()]
     return "\n".join(out) + "\n"
+
+
+def op_table(rep: dict) -> list:
+    """Mean µs per call of every op type, per version, from TensorFlow's own step statistics."""
+    rows = rep.get("optable") or []
+    if not rows:
+        return []
+    n = max(r["us_per_call"]["n"] for r in rows)
+    out = ["", "## Where TensorFlow's time goes, op by op (in-process, traced)", "",
+           f"Mean ± 95% CI of µs per call over {n} fresh processes per version (RunOptions FULL_TRACE step "
+           "statistics of the server's own Session callable, each node's run summed by op type); vs base is "
+           "Welch's test in the report's Holm family. Tracing's own cost is the last row: a traced call "
+           "against an untraced one in the same process.", "",
+           "| " + " | ".join(OP_HEADER) + " |", "|---|---|---|---|---|"]
+    return out + ["| " + " | ".join(map(str, cells)) + " |" for cells in op_rows(rows)]
+
+
+OP_HEADER = ["rows", "op type", "version", "µs per call", "vs base"]
+
+
+def op_rows(rows: list) -> list:
+    """The op table's cells, for the Markdown and the HTML page."""
+    out = []
+    for r in rows:
+        if "untraced_us_per_call" in r:
+            traced, plain = r["us_per_call"]["mean"], r["untraced_us_per_call"]["mean"]
+            vs = f"untraced {_fmt(r['untraced_us_per_call'], 1)}: tracing adds {traced - plain:.1f} µs"
+        else:
+            d = r.get("vs_baseline")
+            vs = "baseline" if d is None else (f"{d['diff']:+.1f} µs, " + vs_text(d) if d.get("diff") is not None
+                                               else d["verdict"])
+        out.append([r["rows_per_request"], r["op"], r["version"], _fmt(r["us_per_call"], 1), vs])
+    return out
 
 
 def containers(rep: dict) -> list:

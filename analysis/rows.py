@@ -8,7 +8,7 @@ over the version's in-process TensorFlow ceiling at that request size.
 """
 from __future__ import annotations
 
-from analysis import stats
+from analysis import optable as optable_mod, stats
 from analysis.plan import group
 
 BREAKDOWN = ["client_ms", "transport_ms", "server_ms", "frontend_ms", "queue_ms", "runtime_ms"]
@@ -46,7 +46,7 @@ def _container(c: dict | None) -> dict:
             "container_cpu_cores": c.get("cpu_cores")}
 
 
-def _compare(values: list, base: list, test, higher_is_better: bool) -> dict:
+def compare(values: list, base: list, test, higher_is_better: bool) -> dict:
     d = test(values, base)
     base_mean = stats.mean_ci(base)["mean"]
     rel = [None if x is None or not base_mean else x / abs(base_mean) for x in (d["diff"], d["ci_low"], d["ci_high"])]
@@ -82,7 +82,7 @@ def build(run: dict, prom_by_key: dict) -> dict:
         base = groups.get((g, baseline))
         if version != baseline and base:
             for name, better, test in COMPARED:
-                cmp = _compare([v[name] for v in vals], [b[name] for b, _ in base], test, better)
+                cmp = compare([v[name] for v in vals], [b[name] for b, _ in base], test, better)
                 row[f"{name}_vs_baseline"] = cmp
                 tests.append(cmp)
         rows.append(row)
@@ -99,16 +99,17 @@ def build(run: dict, prom_by_key: dict) -> dict:
             if cpu:  # runs before this field: absent
                 c["cpu_us_per_call"] = stats.mean_ci(cpu)
             if v != baseline and base:
-                c["vs_baseline"] = _compare(got, base, stats.welch, True)
+                c["vs_baseline"] = compare(got, base, stats.welch, True)
                 tests.append(c["vs_baseline"])
             ceiling.append(c)
+    optable = optable_mod.table(run, versions, tests)
     for t, sig in zip(tests, stats.holm([t["p"] for t in tests])):
         t["significant"] = sig
         t["verdict"] = stats.verdict(t, sig, t["higher_is_better"])
     mde = detectable(rows, len(tests))
     ceiling_mde = detectable([{"ceiling_rows_per_s": c["ceiling_rows_per_s"]} for c in ceiling], len(tests),
                              [("ceiling_rows_per_s", True, stats.welch)])
-    return {"rows": rows, "ceiling": ceiling, "tests": len(tests), "mde": {**mde, **ceiling_mde}}
+    return {"rows": rows, "ceiling": ceiling, "optable": optable, "tests": len(tests), "mde": {**mde, **ceiling_mde}}
 
 
 def detectable(rows: list, tests: int, compared=COMPARED) -> dict:

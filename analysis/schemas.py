@@ -21,7 +21,7 @@ PROFILE = {"type": "object", "required": ["name", "concurrency", "rates", "windo
                           "rates": {"type": "array", "items": _NUM}, "window_s": _NUM, "warmup_s": _NUM,
                           "search_low": _NUM, "search_high": _NUM, "search_window_s": _NUM,
                           "search_probes": _INT, "sla_p99_ms": _NUM, "repeat": _INT, "ceiling_windows": _INT,
-                          "ceiling_window_s": _NUM}}
+                          "ceiling_window_s": _NUM, "optrace_processes": _INT, "optrace_calls": _INT}}
 
 CONFIG = {"type": "object", "required": ["versions", "rows", "batching", "protocols", "profile", "repeat",
                                          "sla_p99_ms"],

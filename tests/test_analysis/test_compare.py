@@ -33,7 +33,8 @@ def env(tmp_path_factory):
 # quick's levels and windows, a ceiling of 5 processes, a max-QPS search of two short probes: the report's search
 # section is checked, not its precision (the search has its own tests in tests/faults).
 PROFILE = ("concurrency: [4, 16]\nwindow_s: 4\nwarmup_s: 1.5\nsearch_low: 100\nsearch_high: 3000\n"
-           "search_window_s: 3\nsearch_probes: 2\nceiling_windows: 5\nceiling_window_s: 1\nrepeat: 2\n")
+           "search_window_s: 3\nsearch_probes: 2\nceiling_windows: 5\nceiling_window_s: 1\nrepeat: 2\n"
+           "optrace_processes: 3\noptrace_calls: 100\n")
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +97,15 @@ def test_report_tables_stats_and_crosscheck(run):
     assert all(c["cpu_us_per_call"]["n"] == 5 and c["cpu_us_per_call"]["mean"] > 0.5e6 / c["ceiling_rows_per_s"]["mean"]
                for c in rep["ceiling"])
     assert rep["mde"]["ceiling_rows_per_s"]["repeats"] == 5 and 0 < rep["mde"]["ceiling_rows_per_s"]["relative"]
-    assert rep["tests"] == 8 * 2 + 1  # 8 figures at each of 2 levels, and the ceiling: one Holm family
+    ops = [r for r in rep["optable"] if r.get("vs_baseline")]
+    # 8 figures at each of 2 levels, the ceiling, and every op type of the op table: one Holm family
+    assert rep["tests"] == 8 * 2 + 1 + len(ops) and len(ops) >= 5
+    for v in TEST_VERSIONS:  # the example model is a Dense stack: its MatMuls take most of the traced time
+        mine = {r["op"]: r["us_per_call"] for r in rep["optable"] if r["version"] == v and r["rows_per_request"] == 1}
+        assert mine["MatMul"]["n"] == 3 and mine["MatMul"]["mean"] > 0
+        assert mine["MatMul"]["mean"] == max(c["mean"] for op, c in mine.items() if not op.startswith("("))
+        traced = next(r for r in rep["optable"] if r["version"] == v and "untraced_us_per_call" in r)
+        assert traced["us_per_call"]["mean"] > traced["untraced_us_per_call"]["mean"] > 0  # tracing costs time
     for c in rep["crosscheck"]:  # nothing lost, exactly
         assert c["client_vs_server"]["exact"] and c["client_vs_server"]["ok"], c
         assert c["server_vs_prometheus"]["ok"], c
@@ -106,6 +115,8 @@ def test_report_tables_stats_and_crosscheck(run):
     first = md.split("## ")[0]  # the answer comes first: a sentence per comparison, then the caveats
     assert f"{TEST_VERSIONS[1]} vs {TEST_VERSIONS[0]}" in first and "TensorFlow runtime" in first
     assert "In-process at 1 row (no serving path)" in first
+    assert f"At 1 row, a call of {TEST_VERSIONS[1]}'s TensorFlow takes" in first and "op by op:" in first
+    assert "## Where TensorFlow's time goes, op by op" in md and "| 1 | MatMul |" in md
     assert "share cores" in first  # this machine has 2 cores: the report says client and servers share them
     # 2.9 and the newest TF both have wheels for Python 3.10: one interpreter and one front end for both
     assert "The drop-in runs on different Pythons" not in md
@@ -124,7 +135,7 @@ def test_report_tables_stats_and_crosscheck(run):
 def test_html_report_renders_offline_in_chromium(run, tmp_path):
     _, d, _ = run
     page = (d / "report.html").read_text()
-    assert page.count("<svg") == 5  # QPS and TF runtime bars, the breakdown, QPS vs P99, the CDF
+    assert page.count("<svg") == 6  # QPS and TF runtime bars, the breakdown, the op table, QPS vs P99, the CDF
     answer = page.split("<h2>")[0]  # the answer first: sentences before any table
     assert f"{TEST_VERSIONS[1]} vs {TEST_VERSIONS[0]}" in answer and "<table" not in answer
     assert page.count("<table") >= 3 and "<pre" not in page  # real tables, not Markdown in a <pre>

@@ -1,0 +1,173 @@
+"""`make bisect FROM=2.9 TO=2.21 [ROWS=32]`: in which TensorFlow release the ceiling changed.
+
+Measures the in-process ceiling (analysis/ceiling.py) of FROM and TO, then of the releases between
+them by binary search: a release whose ceiling differs from FROM's significantly (Welch, p < 0.05)
+in the direction of the overall difference moves the upper end down to it, any other the lower
+end up, until the two ends are adjacent releases. The upper one is the first release beyond noise;
+that pair gets the op table (analysis/optable.py) and every release measured is reported with its
+interval against FROM (one Holm family). Venvs and exports are made on demand and cached like any
+version's; a release that cannot be installed is named with the reason and the search steps past it.
+Results: results/<id>/bisect.json (after every release) and bisect.md.
+"""
+from __future__ import annotations
+
+import time
+
+from analysis import ceiling, optable, rows as rows_mod, runstore, stats
+from analysis.releases import between
+from fileio.atomic import write_atomic
+from loadgen.cli import new_run_id
+from loadgen.summary import write_json_atomic
+from stack.venvs import VenvError
+
+ALPHA = 0.05
+
+
+def differs(a: list, b: list, direction: float) -> bool:
+    """a's ceiling differs from b's beyond noise in the sign of `direction` (rows/s)."""
+    d = stats.welch(a, b)
+    return d["p"] is not None and d["p"] < ALPHA and d["diff"] * direction > 0
+
+
+def search(names: list, measure, direction_of) -> tuple:
+    """Binary search over names (oldest first) for the adjacent pair where measure(name) (a list of
+    rows/s, or None when the release cannot be measured) changes beyond noise in the direction of
+    direction_of(first, last). Returns (lower, upper or None when the ends do not differ, measured)."""
+    got = {}
+
+    def value(n):
+        if n not in got:
+            got[n] = measure(n)
+        return got[n]
+
+    lo, hi = 0, len(names) - 1
+    if value(names[lo]) is None or value(names[hi]) is None:
+        return names[lo], None, got
+    direction = direction_of(got[names[lo]], got[names[hi]])
+    if not differs(got[names[hi]], got[names[lo]], direction):
+        return names[lo], None, got
+    while hi - lo > 1:
+        candidates = list(range(lo + 1, hi))
+        mid = candidates[len(candidates) // 2]
+        while value(names[mid]) is None:  # not installable: the next measurable one, outwards from the middle
+            candidates.remove(mid)
+            if not candidates:
+                return names[lo], names[hi], got
+            mid = min(candidates, key=lambda i: abs(i - (lo + hi) / 2))
+        if differs(got[names[mid]], got[names[lo]], direction):
+            hi = mid
+        else:
+            lo = mid
+    return names[lo], names[hi], got
+
+
+def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print) -> dict:
+    """Measure and search; the result dict is saved after every release. profile: its ceiling_* fields
+    (processes per release, window) and optrace_* fields (the op table of the pair)."""
+    from stack.serving import LocalServing
+
+    versions, skipped = between(registry, lo, hi, lo.python)
+    by_name = {v.name: v for v in versions}
+    bid = "bisect-" + new_run_id()
+    out = {"id": bid, "from": lo.name, "to": hi.name, "rows": rows, "python": lo.python, "created": time.time(),
+           "releases": [v.name for v in versions], "tensorflow": {v.name: v.tensorflow for v in versions},
+           "skipped": dict(skipped), "ceiling": {}, "optrace": {}}
+    path = runstore.results_dir() / bid
+    log(f"bisect {lo.name} .. {hi.name} at {rows} rows, Python {lo.python}: releases "
+        + ", ".join(f"{v.name} ({v.tensorflow})" for v in versions)
+        + (f"; not measurable: {', '.join(skipped)}" if skipped else ""))
+
+    def save():
+        write_json_atomic(str(path / "bisect.json"), out)
+
+    def measure(name):
+        v = by_name[name]
+        serving = LocalServing(registry_with(registry, versions), [v], model, log=lambda *_: None)
+        try:
+            log(f"  {name} (TensorFlow {v.tensorflow}): venv and model ...")
+            ceiling.measure_all(serving, serving.servers, [rows], profile.ceiling_windows, profile.ceiling_window_s,
+                                out["ceiling"], save, log=lambda m: None)
+        except (VenvError, ceiling.CeilingError, OSError) as e:
+            out["skipped"][name] = str(e).splitlines()[0][:300]
+            out["ceiling"].pop(name, None)
+            save()
+            log(f"  {name}: not measurable: {out['skipped'][name]}")
+            return None
+        vals = out["ceiling"][name]["rows_per_s"][str(rows)]
+        ci = stats.mean_ci(vals)
+        log(f"  {name} (TensorFlow {v.tensorflow}): {ci['mean']:,.0f} rows/s [{ci['ci_low']:,.0f}, {ci['ci_high']:,.0f}] "
+            f"over {len(vals)} processes")
+        return vals
+
+    names = [v.name for v in versions]
+    low, high, _ = search(names, measure, lambda a, b: stats.mean_ci(b)["mean"] - stats.mean_ci(a)["mean"])
+    out["pair"] = [low, high] if high else None
+    ends = [low, high] if high else [names[0], names[-1]]  # no step found: why the two ends are alike
+    if all(n in out["ceiling"] for n in ends) and profile.optrace_processes:
+        log(f"  op table of {ends[0]} and {ends[1]} ...")
+        serving = LocalServing(registry_with(registry, versions), [by_name[n] for n in ends], model,
+                               log=lambda *_: None)
+        optable.measure_all(serving, serving.servers, [rows], profile.optrace_processes, profile.optrace_calls,
+                            out["optrace"], save, log=lambda m: None)
+    out["optrace_pair"] = ends
+    out["finished"] = time.time()
+    save()
+    return out
+
+
+def registry_with(registry, versions: list):
+    import dataclasses
+
+    return dataclasses.replace(registry, versions={**registry.versions, **{v.name: v for v in versions}})
+
+
+def report(out: dict) -> dict:
+    """Every measured release against FROM, and the pair's op table, with the compare's statistics."""
+    measured = [n for n in out["releases"] if n in out["ceiling"]]
+    run = {"config": {"versions": measured, "rows": [out["rows"]]}, "cells": {}, "ceiling": out["ceiling"]}
+    built = rows_mod.build(run, {})
+    pair, ends = {}, out.get("optrace_pair") or []
+    if ends and all(n in out["ceiling"] for n in ends):
+        pair_run = {"config": {"versions": ends, "rows": [out["rows"]]}, "cells": {},
+                    "ceiling": {n: out["ceiling"][n] for n in ends}, "optrace": out["optrace"]}
+        pair = rows_mod.build(pair_run, {})
+        pair.update(baseline_version=ends[0], config=pair_run["config"])
+    return {"releases": built["ceiling"], "pair": pair}
+
+
+def markdown(out: dict, rep: dict) -> str:
+    from analysis.report_text import _fmt, op_table
+    from analysis.verdict_text import op_lines, vs_text
+
+    rows = out["rows"]
+    lines = [f"# TensorFlow bisect {out['from']} .. {out['to']}, {rows} row{'s' if rows > 1 else ''} per call, "
+             f"run {out['id']}", ""]
+    if out.get("pair"):
+        lo, hi = out["pair"]
+        lines.append(f"**First release beyond noise: {hi} (TensorFlow {out['tensorflow'][hi]})**, against {lo} "
+                     f"(TensorFlow {out['tensorflow'][lo]}), in the direction of {out['to']} against {out['from']}.")
+    else:
+        lines.append(f"**No release beyond noise**: the ceilings of {out['from']} and {out['to']} do not differ "
+                     f"significantly at {rows} rows (Welch, p >= {ALPHA}), or one of them could not be measured.")
+    if rep["pair"]:
+        lines += op_lines(rep["pair"])
+    lines += ["", f"In-process ceiling (analysis/ceiling.py), every process pinned to one core, Python {out['python']}; "
+              f"mean ± 95% CI over fresh processes; vs {out['from']} in one Holm family.", "",
+              "| release | TensorFlow | rows/s | CPU µs per call | vs " + out["from"] + " |", "|---|---|---|---|---|"]
+    for c in rep["releases"]:
+        d = c.get("vs_baseline")
+        lines.append(f"| {c['version']} | {c['tensorflow']} | {_fmt(c['ceiling_rows_per_s'], 0)} | "
+                     f"{_fmt(c.get('cpu_us_per_call'), 1)} | {'baseline' if d is None else vs_text(d)} |")
+    lines += [f"- {n}: not measured: {why}" for n, why in out["skipped"].items()]
+    lines += [f"- {n}: not needed by the search" for n in out["releases"] if n not in out["ceiling"]
+              and n not in out["skipped"]]
+    if rep["pair"] and rep["pair"].get("optable"):
+        lines += op_table(rep["pair"])
+    return "\n".join(lines) + "\n"
+
+
+def write(out: dict) -> str:
+    d = runstore.results_dir() / out["id"]
+    text = markdown(out, report(out))
+    write_atomic(d / "bisect.md", text)
+    return text

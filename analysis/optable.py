@@ -1,0 +1,118 @@
+"""The op table: where each version's TensorFlow time goes, op type by op type, and which op types make
+up a difference of the ceiling.
+
+Measured like the ceiling (analysis/ceiling.py): fresh processes of `python -m modelserver.optrace` in
+each version's venv, pinned to the ceiling's core, the versions' order flipped every round, with the
+knob settings of the server. Tracing costs time (RunMetadata is built and copied per call), so these
+runs are separate from the ceiling's, and each records a traced and an untraced call time to say
+how much. The report compares every op type's µs per call against the baseline in its Holm family.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from analysis import stats
+from analysis.ceiling import CeilingError, ceiling_core
+from models.prepare import ROOT
+from stack import knobs
+
+
+def trace_one(python: str, model_dir, rows: list, calls: int, cpus: list | None, settings: tuple = (),
+              timeout_s: float = 600) -> dict:
+    from stack.placement import pin_child
+
+    cmd = [python, "-m", "modelserver.optrace", "--model-dir", str(model_dir), "--rows", *map(str, rows),
+           "--calls", str(calls), *[f"--{k.replace('_', '-')}={n}" for k, n in knobs.threads(settings).items()]]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", **knobs.env(settings)),
+                          preexec_fn=pin_child(cpus) if cpus else None)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise CeilingError(f"the op trace in {python} failed: {tail}")
+    return json.loads(lines[-1])
+
+
+def measure_all(serving, servers: list, rows: list, processes: int, calls: int, done: dict, save,
+                log=print) -> dict:
+    """done[name] = {"tensorflow", "rows": {"32": {"op_us": {op: [per process]}, "traced_us_per_call": [...],
+    "untraced_us_per_call": [...]}}}; resumable like the ceiling (save() after each process)."""
+    todo = []
+    for s in servers:
+        python, model_dir = serving.ceiling_command(s)
+        if python is not None:
+            todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
+    core = ceiling_core(serving)
+    for i in range(processes):
+        for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:
+            if len((done.get(name) or {}).get("pids", [])) > i:
+                continue
+            one = trace_one(python, model_dir, rows, calls, core, settings)
+            got = done.setdefault(name, {"tensorflow": one["tensorflow"], "rows": {}, "pids": []})
+            for r, t in one["rows"].items():
+                mine = got["rows"].setdefault(r, {"op_us": {}, "traced_us_per_call": [], "untraced_us_per_call": []})
+                n_before = len(mine["traced_us_per_call"])
+                for op in set(mine["op_us"]) | set(t["op_us"]):  # an op type a process did not run: 0 µs
+                    mine["op_us"].setdefault(op, [0.0] * n_before).append(t["op_us"].get(op, 0.0))
+                mine["traced_us_per_call"].append(t["traced_us_per_call"])
+                mine["untraced_us_per_call"].append(t["untraced_us_per_call"])
+            got["pids"].append(one["pid"])
+            save()
+        log(f"  op trace process {i + 1}/{processes} done")
+    return done
+
+
+def table(run: dict, versions: list, tests: list) -> list:
+    """[{"rows_per_request", "op", "version", "us_per_call": ci, "vs_baseline": welch}, ...]; each comparison
+    is appended to `tests` (the report's Holm family), lower µs being better."""
+    from analysis.rows import compare  # here: rows.build calls this module
+
+    traced, out = run.get("optrace") or {}, []
+    base = versions[0]
+    for nrows in run["config"]["rows"]:
+        per = {v: traced[v]["rows"][str(nrows)] for v in versions if str(nrows) in (traced.get(v) or {}).get("rows", {})}
+        if base not in per:
+            continue
+        ops = sorted({op for t in per.values() for op in t["op_us"]},
+                     key=lambda op: -stats.mean_ci(per[base]["op_us"].get(op, [0.0]))["mean"])
+        for op in ops:
+            for v, t in per.items():
+                vals = t["op_us"].get(op) or [0.0] * len(t["traced_us_per_call"])
+                row = {"rows_per_request": nrows, "op": op, "version": v, "us_per_call": stats.mean_ci(vals)}
+                if v != base:
+                    b = per[base]["op_us"].get(op) or [0.0] * len(per[base]["traced_us_per_call"])
+                    row["vs_baseline"] = compare(vals, b, stats.welch, False)
+                    tests.append(row["vs_baseline"])
+                out.append(row)
+        for v, t in per.items():  # tracing's own cost: a traced call against an untraced one, same process
+            out.append({"rows_per_request": nrows, "op": "(call, traced)", "version": v,
+                        "us_per_call": stats.mean_ci(t["traced_us_per_call"]),
+                        "untraced_us_per_call": stats.mean_ci(t["untraced_us_per_call"])})
+    return out
+
+
+def attribution(rep: dict) -> list:
+    """Per non-baseline version and row count: the ceiling's difference in µs per call, and the op types
+    whose differences are significant, largest first, with what they add up to."""
+    out = []
+    base = rep["baseline_version"]
+    ceil = {(c["version"], c["rows_per_request"]): c for c in rep.get("ceiling", [])}
+    for (v, nrows), c in ceil.items():
+        b = ceil.get((base, nrows))
+        if v == base or not b or not c["ceiling_rows_per_s"]["mean"] or not b["ceiling_rows_per_s"]["mean"]:
+            continue
+        ops = [r for r in rep.get("optable", []) if r["version"] == v and r["rows_per_request"] == nrows
+               and r.get("vs_baseline")]
+        if not ops:
+            continue
+        per_call = 1e6 * nrows * (1 / c["ceiling_rows_per_s"]["mean"] - 1 / b["ceiling_rows_per_s"]["mean"])
+        sig = sorted((r for r in ops if r["vs_baseline"].get("significant")),
+                     key=lambda r: -abs(r["vs_baseline"]["diff"]))
+        out.append({"version": v, "rows_per_request": nrows, "ceiling_us_per_call_diff": per_call,
+                    "ceiling_significant": bool((c.get("vs_baseline") or {}).get("significant")),
+                    "ops": [(r["op"], r["vs_baseline"]["diff"]) for r in sig],
+                    "ops_sum_us": sum(r["vs_baseline"]["diff"] for r in sig),
+                    "all_ops_sum_us": sum(r["vs_baseline"]["diff"] for r in ops)})
+    return out
