@@ -61,7 +61,7 @@ def search(names: list, measure, direction_of) -> tuple:
     return names[lo], names[hi], got
 
 
-def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print) -> dict:
+def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin: bool = True) -> dict:
     """Measure and search; the result dict is saved after every release. profile: its ceiling_* fields
     (processes per release, window) and optrace_* fields (the op table of the pair)."""
     from stack.serving import LocalServing
@@ -71,9 +71,9 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print) -> d
     bid = "bisect-" + new_run_id()
     out = {"id": bid, "from": lo.name, "to": hi.name, "rows": rows, "python": lo.python, "created": time.time(),
            "releases": [v.name for v in versions], "tensorflow": {v.name: v.tensorflow for v in versions},
-           "skipped": dict(skipped), "ceiling": {}, "optrace": {}}
+           "skipped": dict(skipped), "ceiling": {}, "optrace": {}, "pinned": pin}
     path = runstore.results_dir() / bid
-    log(f"bisect {lo.name} .. {hi.name} at {rows} rows, Python {lo.python}: releases "
+    log(f"bisect {lo.name} .. {hi.name} at {rows} row{'s' if rows > 1 else ''} per call, Python {lo.python}: releases "
         + ", ".join(f"{v.name} ({v.tensorflow})" for v in versions)
         + (f"; not measurable: {', '.join(skipped)}" if skipped else ""))
 
@@ -86,7 +86,7 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print) -> d
         try:
             log(f"  {name} (TensorFlow {v.tensorflow}): venv and model ...")
             ceiling.measure_all(serving, serving.servers, [rows], profile.ceiling_windows, profile.ceiling_window_s,
-                                out["ceiling"], save, log=lambda m: None)
+                                out["ceiling"], save, log=lambda m: None, pin=pin)
         except (VenvError, ceiling.CeilingError, OSError) as e:
             out["skipped"][name] = str(e).splitlines()[0][:300]
             out["ceiling"].pop(name, None)
@@ -108,7 +108,7 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print) -> d
         serving = LocalServing(registry_with(registry, versions), [by_name[n] for n in ends], model,
                                log=lambda *_: None)
         optable.measure_all(serving, serving.servers, [rows], profile.optrace_processes, profile.optrace_calls,
-                            out["optrace"], save, log=lambda m: None)
+                            out["optrace"], save, log=lambda m: None, pin=pin)
     out["optrace_pair"] = ends
     out["finished"] = time.time()
     save()
@@ -148,10 +148,12 @@ def markdown(out: dict, rep: dict) -> str:
                      f"(TensorFlow {out['tensorflow'][lo]}), in the direction of {out['to']} against {out['from']}.")
     else:
         lines.append(f"**No release beyond noise**: the ceilings of {out['from']} and {out['to']} do not differ "
-                     f"significantly at {rows} rows (Welch, p >= {ALPHA}), or one of them could not be measured.")
+                     f"significantly at {rows} row{'s' if rows > 1 else ''} per call (Welch, p >= {ALPHA}), or one of them could not be measured.")
     if rep["pair"]:
         lines += op_lines(rep["pair"])
-    lines += ["", f"In-process ceiling (analysis/ceiling.py), every process pinned to one core, Python {out['python']}; "
+    where = "every process pinned to one core" if out.get("pinned", True) else \
+        "every process on all cores (PIN=0: TensorFlow's threads spread as a server's do)"
+    lines += ["", f"In-process ceiling (analysis/ceiling.py), {where}, Python {out['python']}; "
               f"mean ± 95% CI over fresh processes; vs {out['from']} in one Holm family.", "",
               "| release | TensorFlow | rows/s | CPU µs per call | vs " + out["from"] + " |", "|---|---|---|---|---|"]
     for c in rep["releases"]:

@@ -41,7 +41,7 @@ def measure_one(python: str, model_dir, rows: list, windows: int, window_s: floa
 
 
 def measure_all(serving, servers: list, rows: list, windows: int, window_s: float, done: dict, save,
-                log=print) -> dict:
+                log=print, pin: bool = True) -> dict:
     """The ceiling of every server: `windows` fresh processes per version, one window each, the
     versions' order flipped from one round to the next (ABBA...). The process is what repeats:
     two processes of one build differ by several percent (memory layout, thread placement), more
@@ -59,7 +59,7 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
             save()
         else:
             todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
-    core = ceiling_core(serving)
+    core = ceiling_core(serving) if pin else None  # pin=False: every core this process may use, TF's threads too
     for i in range(windows):
         round_log = []
         for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:

@@ -36,7 +36,7 @@ def trace_one(python: str, model_dir, rows: list, calls: int, cpus: list | None,
 
 
 def measure_all(serving, servers: list, rows: list, processes: int, calls: int, done: dict, save,
-                log=print) -> dict:
+                log=print, pin: bool = True) -> dict:
     """done[name] = {"tensorflow", "rows": {"32": {"op_us": {op: [per process]}, "traced_us_per_call": [...],
     "untraced_us_per_call": [...]}}}; resumable like the ceiling (save() after each process)."""
     todo = []
@@ -44,7 +44,7 @@ def measure_all(serving, servers: list, rows: list, processes: int, calls: int, 
         python, model_dir = serving.ceiling_command(s)
         if python is not None:
             todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
-    core = ceiling_core(serving)
+    core = ceiling_core(serving) if pin else None
     for i in range(processes):
         for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:
             if len((done.get(name) or {}).get("pids", [])) > i:

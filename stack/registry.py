@@ -106,6 +106,8 @@ class Registry:
         if len(set(names)) != len(names):
             raise RegistryError(f"version listed twice in {' '.join(names)!r}")
         chosen = [self.get(n) for n in names]
+        if len(chosen) == 1:  # alone: the registry's common interpreter (load_registry), its compares' venv
+            return chosen
         pythons = shared_pythons(chosen)
         return [dataclasses.replace(v, python=pythons[v.name]) for v in chosen]
 
@@ -160,7 +162,7 @@ def _version(name: str, raw: object, where: str) -> Version:
         gpu_pip=tuple(raw["gpu_pip"]),
         ports=Ports(grpc=ports["grpc"], rest=ports["rest"]),
         **{f: str(raw[f]) for f in _STR_FIELDS if f != "python"},
-        python=pythons[-1],  # alone, a version runs on its newest; select() makes several share one
+        python=pythons[-1],  # replaced by load_registry's common choice; select() makes several share one
     )
 
 
@@ -182,6 +184,11 @@ def load_registry(path: str | os.PathLike | None = None) -> Registry:
     if floats:  # YAML reads 2.10 as the float 2.1: never guess which was meant
         raise RegistryError(f"{path}: version {floats[0]!r} is not quoted; write versions as strings, e.g. \"2.10\"")
     versions = {k: _version(k, v, str(path)) for k, v in raw["versions"].items()}
+    # Alone, a version runs on the interpreter most versions have wheels for (the newest on a tie): 3.10
+    # for 2.8-2.21, so `make up VERSION=2.21` and a compare of 2.9 and 2.21 use one venv of 2.21, not two.
+    share = {p: sum(p in v.pythons for v in versions.values()) for v in versions.values() for p in v.pythons}
+    versions = {k: dataclasses.replace(v, python=max(v.pythons, key=lambda p: (share[p], _minor(p))))
+                for k, v in versions.items()}
     seen: dict[int, str] = {}
     for v in versions.values():
         for p in (v.ports.grpc, v.ports.rest):

@@ -102,8 +102,9 @@ def test_report_tables_stats_and_crosscheck(run):
     assert rep["tests"] == 8 * 2 + 1 + len(ops) and len(ops) >= 5
     for v in TEST_VERSIONS:  # the example model is a Dense stack: its MatMuls take most of the traced time
         mine = {r["op"]: r["us_per_call"] for r in rep["optable"] if r["version"] == v and r["rows_per_request"] == 1}
-        assert mine["MatMul"]["n"] == 3 and mine["MatMul"]["mean"] > 0
-        assert mine["MatMul"]["mean"] == max(c["mean"] for op, c in mine.items() if not op.startswith("("))
+        top = max((op for op in mine if not op.startswith("(")), key=lambda op: mine[op]["mean"])
+        # MatMul, or oneDNN's fused kernel where a release turns oneDNN on for this CPU
+        assert "MatMul" in top and mine[top]["n"] == 3 and mine[top]["mean"] > 0, mine
         traced = next(r for r in rep["optable"] if r["version"] == v and "untraced_us_per_call" in r)
         assert traced["us_per_call"]["mean"] > traced["untraced_us_per_call"]["mean"] > 0  # tracing costs time
     for c in rep["crosscheck"]:  # nothing lost, exactly

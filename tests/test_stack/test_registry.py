@@ -13,7 +13,8 @@ def test_versions_of_one_compare_share_the_newest_common_python():
     assert _pythons("2.9 2.21") == {"2.9": "3.10", "2.21": "3.10"}
     assert _pythons("2.8 2.9 2.12 2.21") == {"2.8": "3.10", "2.9": "3.10", "2.12": "3.10", "2.21": "3.10"}
     assert _pythons("2.12 2.21") == {"2.12": "3.11", "2.21": "3.11"}
-    assert _pythons("2.21") == {"2.21": "3.11"}  # alone: its newest
+    # alone: the interpreter most versions share, so its venv is the one its compares with 2.8-2.12 reuse
+    assert _pythons("2.21") == {"2.21": "3.10"} and _pythons("2.6") == {"2.6": "3.9"}
 
 
 def test_a_version_that_shares_no_python_keeps_its_own_and_only_it():
