@@ -31,7 +31,8 @@ def measure_one(python: str, model_dir, rows: list, windows: int, window_s: floa
     # a knob variant's ceiling runs with its server's settings
     cmd += [f"--{k.replace('_', '-')}={n}" for k, n in knobs.threads(knob_settings).items()]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", **knobs.env(knob_settings)),
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3",
+                                   **knobs.env(knob_settings)),
                           preexec_fn=pin_child(cpus) if cpus else None)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:

@@ -115,7 +115,8 @@ def op_lines(rep: dict) -> list:
         d, rows = a["ceiling_us_per_call_diff"], a["rows_per_request"]
         ops = ", ".join(f"{op} {diff:+.1f} µs" for op, diff in a["ops"][:4]) or "no op type differs significantly"
         more = f" and {len(a['ops']) - 4} more" if len(a["ops"]) > 4 else ""
-        cover = f" (significant op types: {a['ops_sum_us']:+.1f} µs of the {d:+.1f} µs)" if a["ops"] else             f" (all op types together: {a['all_ops_sum_us']:+.1f} µs)"
+        cover = f" (significant op types: {a['ops_sum_us']:+.1f} µs of the {d:+.1f} µs)" if a["ops"] else \
+            f" (all op types together: {a['all_ops_sum_us']:+.1f} µs)"
         out.append(f"At {rows} row{'s' if rows > 1 else ''}, a call of {a['version']}'s TensorFlow takes {abs(d):.1f} µs "
                    f"{'more' if d > 0 else 'less'} than {rep['baseline_version']}'s in-process"
                    f"{'' if a['ceiling_significant'] else ' (not significant)'}; op by op: {ops}{more}{cover}.")

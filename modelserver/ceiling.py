@@ -71,8 +71,10 @@ def main(argv=None) -> int:
     p.add_argument("--intra-op", type=int, default=0, help="TF Serving's --tensorflow_intra_op_parallelism (0: TF's)")
     p.add_argument("--inter-op", type=int, default=0, help="TF Serving's --tensorflow_inter_op_parallelism (0: TF's)")
     a = p.parse_args(argv)
-    if min(a.rows) < 1 or a.windows < 1 or a.intra_op < 0 or a.inter_op < 0 or not 0 < a.window_s <= 3600 or not 0 <= a.warmup_s <= 3600:
-        p.error("--rows, --windows and --window-s must be positive, --window-s and --warmup-s finite and at most 3600")
+    if min(a.rows) < 1 or a.windows < 1 or min(a.intra_op, a.inter_op) < 0 or not 0 < a.window_s <= 3600 \
+            or not 0 <= a.warmup_s <= 3600:
+        p.error("--rows, --windows and --window-s must be positive, --window-s and --warmup-s finite and at most 3600, "
+                "thread counts >= 0")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
@@ -81,7 +83,8 @@ def main(argv=None) -> int:
 
     try:
         # the server's Session config: the same thread pools as a server started with these flags
-        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=a.intra_op, inter_op_parallelism_threads=a.inter_op)
+        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=a.intra_op,
+                                          inter_op_parallelism_threads=a.inter_op)
         servable = Servable("ceiling", 1, a.model_dir, session_config=config)
         sig = servable.signature(a.signature)
     except (ServingError, OSError) as e:
