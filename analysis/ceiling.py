@@ -24,12 +24,19 @@ def measure_one(python: str, model_dir, rows: list, windows: int, window_s: floa
                 timeout_s: float = 600, knob_settings: tuple = ()) -> dict:
     """{"tensorflow": "2.9.3", "python": "3.9.20", "pid": 123, "rows_per_s": {"1": [...], "32": [...]}} from one
     subprocess."""
+    return run_process(python, "ceiling", ["--model-dir", str(model_dir), "--rows", *map(str, rows), "--windows",
+                                           str(windows), "--window-s", f"{window_s:g}"], cpus, knob_settings,
+                       timeout_s, "the in-process ceiling")
+
+
+def run_process(python: str, module: str, args: list, cpus: list | None, knob_settings: tuple, timeout_s: float,
+                what: str) -> dict:
+    """`python -m modelserver.<module> args` in a version's venv, pinned to cpus, with a knob variant's
+    environment and thread flags (the settings of its server); its last line of JSON."""
     from stack.placement import pin_child
 
-    cmd = [python, "-m", "modelserver.ceiling", "--model-dir", str(model_dir), "--rows", *map(str, rows),
-           "--windows", str(windows), "--window-s", f"{window_s:g}"]
-    # a knob variant's ceiling runs with its server's settings
-    cmd += [f"--{k.replace('_', '-')}={n}" for k, n in knobs.threads(knob_settings).items()]
+    cmd = [python, "-m", f"modelserver.{module}", *args,
+           *[f"--{k.replace('_', '-')}={n}" for k, n in knobs.threads(knob_settings).items()]]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
                           env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3",
                                    **knobs.env(knob_settings)),
@@ -37,7 +44,7 @@ def measure_one(python: str, model_dir, rows: list, windows: int, window_s: floa
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise CeilingError(f"the in-process ceiling in {python} failed: {tail}")
+        raise CeilingError(f"{what} in {python} failed: {tail}")
     return json.loads(lines[-1])
 
 

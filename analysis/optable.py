@@ -9,30 +9,14 @@ how much. The report compares every op type's µs per call against the baseline 
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-
 from analysis import stats
-from analysis.ceiling import CeilingError, ceiling_core
-from models.prepare import ROOT
-from stack import knobs
+from analysis.ceiling import ceiling_core, run_process
 
 
 def trace_one(python: str, model_dir, rows: list, calls: int, cpus: list | None, settings: tuple = (),
               timeout_s: float = 600) -> dict:
-    from stack.placement import pin_child
-
-    cmd = [python, "-m", "modelserver.optrace", "--model-dir", str(model_dir), "--rows", *map(str, rows),
-           "--calls", str(calls), *[f"--{k.replace('_', '-')}={n}" for k, n in knobs.threads(settings).items()]]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3", **knobs.env(settings)),
-                          preexec_fn=pin_child(cpus) if cpus else None)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise CeilingError(f"the op trace in {python} failed: {tail}")
-    return json.loads(lines[-1])
+    return run_process(python, "optrace", ["--model-dir", str(model_dir), "--rows", *map(str, rows), "--calls",
+                                           str(calls)], cpus, settings, timeout_s, "the op trace")
 
 
 def measure_all(serving, servers: list, rows: list, processes: int, calls: int, done: dict, save,

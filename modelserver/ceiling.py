@@ -60,21 +60,21 @@ def front_end_packages() -> dict:
     return out
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m modelserver.ceiling", description=__doc__.splitlines()[0])
+def model_parser(prog: str, description: str) -> argparse.ArgumentParser:
+    """The flags every in-process measurement takes: the model, the row counts, warm-up, the server's threads."""
+    p = argparse.ArgumentParser(prog=f"python -m modelserver.{prog}", description=description)
     p.add_argument("--model-dir", required=True, help="one version directory (holding saved_model.pb)")
     p.add_argument("--signature", default="serving_default")
     p.add_argument("--rows", type=int, nargs="+", default=[1])
-    p.add_argument("--windows", type=int, default=5)
-    p.add_argument("--window-s", type=float, default=1.0)
     p.add_argument("--warmup-s", type=float, default=0.5)
     p.add_argument("--intra-op", type=int, default=0, help="TF Serving's --tensorflow_intra_op_parallelism (0: TF's)")
     p.add_argument("--inter-op", type=int, default=0, help="TF Serving's --tensorflow_inter_op_parallelism (0: TF's)")
-    a = p.parse_args(argv)
-    if min(a.rows) < 1 or a.windows < 1 or min(a.intra_op, a.inter_op) < 0 or not 0 < a.window_s <= 3600 \
-            or not 0 <= a.warmup_s <= 3600:
-        p.error("--rows, --windows and --window-s must be positive, --window-s and --warmup-s finite and at most 3600, "
-                "thread counts >= 0")
+    return p
+
+
+def load_servable(a, prog: str) -> tuple | None:
+    """(servable, signature) as a server started with these thread flags would load them; None (said on stderr)
+    when the model cannot be loaded."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
@@ -85,14 +85,34 @@ def main(argv=None) -> int:
         # the server's Session config: the same thread pools as a server started with these flags
         config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=a.intra_op,
                                           inter_op_parallelism_threads=a.inter_op)
-        servable = Servable("ceiling", 1, a.model_dir, session_config=config)
-        sig = servable.signature(a.signature)
+        servable = Servable(prog, 1, a.model_dir, session_config=config)
+        return servable, servable.signature(a.signature)
     except (ServingError, OSError) as e:
-        print(f"ceiling: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return None
+
+
+def print_result(**got) -> None:
+    """The one JSON line a measurement process prints: what it ran on, then its figures."""
+    import tensorflow as tf
+
+    print(json.dumps({"tensorflow": tf.__version__, "python": platform.python_version(), "pid": os.getpid(), **got}))
+
+
+def main(argv=None) -> int:
+    p = model_parser("ceiling", __doc__.splitlines()[0])
+    p.add_argument("--windows", type=int, default=5)
+    p.add_argument("--window-s", type=float, default=1.0)
+    a = p.parse_args(argv)
+    if min(a.rows) < 1 or a.windows < 1 or min(a.intra_op, a.inter_op) < 0 or not 0 < a.window_s <= 3600 \
+            or not 0 <= a.warmup_s <= 3600:
+        p.error("--rows, --windows and --window-s must be positive, --window-s and --warmup-s finite and at most 3600, "
+                "thread counts >= 0")
+    loaded = load_servable(a, "ceiling")
+    if loaded is None:
         return 2
-    got = measure(servable, sig, a.rows, a.windows, a.window_s, a.warmup_s)
-    print(json.dumps({"tensorflow": tf.__version__, "python": platform.python_version(), "pid": os.getpid(),
-                      "packages": front_end_packages(), **got}))
+    got = measure(*loaded, a.rows, a.windows, a.window_s, a.warmup_s)
+    print_result(packages=front_end_packages(), **got)
     return 0
 
 

@@ -13,12 +13,10 @@ count as what they are; the executor's nodes for feeds and fetches appear as _Ar
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
 import sys
 import time
+
+from modelserver.ceiling import load_servable, model_parser, print_result
 
 
 
@@ -71,34 +69,15 @@ def trace(servable, sig, rows: int, calls: int, warmup_s: float) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m modelserver.optrace", description=__doc__.splitlines()[0])
-    p.add_argument("--model-dir", required=True, help="one version directory (holding saved_model.pb)")
-    p.add_argument("--signature", default="serving_default")
-    p.add_argument("--rows", type=int, nargs="+", default=[1])
+    p = model_parser("optrace", __doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=300, help="traced calls per row count")
-    p.add_argument("--warmup-s", type=float, default=0.5)
-    p.add_argument("--intra-op", type=int, default=0, help="TF Serving's --tensorflow_intra_op_parallelism (0: TF's)")
-    p.add_argument("--inter-op", type=int, default=0, help="TF Serving's --tensorflow_inter_op_parallelism (0: TF's)")
     a = p.parse_args(argv)
     if min(a.rows) < 1 or not 1 <= a.calls <= 1_000_000 or not 0 <= a.warmup_s <= 3600 or min(a.intra_op, a.inter_op) < 0:
         p.error("--rows and --calls must be positive, --warmup-s at most 3600, thread counts >= 0")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    from modelserver.servable import Servable
-    from modelserver.status import ServingError
-
-    try:
-        config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=a.intra_op,
-                                          inter_op_parallelism_threads=a.inter_op)
-        servable = Servable("optrace", 1, a.model_dir, session_config=config)
-        sig = servable.signature(a.signature)
-    except (ServingError, OSError) as e:
-        print(f"optrace: error: {e}", file=sys.stderr)
+    loaded = load_servable(a, "optrace")
+    if loaded is None:
         return 2
-    rows = {str(r): trace(servable, sig, r, a.calls, a.warmup_s) for r in a.rows}
-    print(json.dumps({"tensorflow": tf.__version__, "python": platform.python_version(), "pid": os.getpid(),
-                      "rows": rows}))
+    print_result(rows={str(r): trace(*loaded, r, a.calls, a.warmup_s) for r in a.rows})
     return 0
 
 
