@@ -11,6 +11,7 @@ Results: results/<id>/bisect.json (after every release) and bisect.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from analysis import ceiling, optable, rows as rows_mod, runstore, stats
@@ -68,6 +69,7 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
 
     versions, skipped = between(registry, lo, hi, lo.python)
     by_name = {v.name: v for v in versions}
+    registry = dataclasses.replace(registry, versions={**registry.versions, **by_name})  # releases it does not name
     bid = "bisect-" + new_run_id()
     out = {"id": bid, "from": lo.name, "to": hi.name, "rows": rows, "python": lo.python, "created": time.time(),
            "releases": [v.name for v in versions], "tensorflow": {v.name: v.tensorflow for v in versions},
@@ -82,7 +84,7 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
 
     def measure(name):
         v = by_name[name]
-        serving = LocalServing(registry_with(registry, versions), [v], model, log=lambda *_: None)
+        serving = LocalServing(registry, [v], model, log=lambda *_: None)
         try:
             log(f"  {name} (TensorFlow {v.tensorflow}): venv and model ...")
             ceiling.measure_all(serving, serving.servers, [rows], profile.ceiling_windows, profile.ceiling_window_s,
@@ -105,7 +107,7 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
     ends = [low, high] if high else [names[0], names[-1]]  # no step found: why the two ends are alike
     if all(n in out["ceiling"] for n in ends) and profile.optrace_processes:
         log(f"  op table of {ends[0]} and {ends[1]} ...")
-        serving = LocalServing(registry_with(registry, versions), [by_name[n] for n in ends], model,
+        serving = LocalServing(registry, [by_name[n] for n in ends], model,
                                log=lambda *_: None)
         optable.measure_all(serving, serving.servers, [rows], profile.optrace_processes, profile.optrace_calls,
                             out["optrace"], save, log=lambda m: None, pin=pin)
@@ -113,12 +115,6 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
     out["finished"] = time.time()
     save()
     return out
-
-
-def registry_with(registry, versions: list):
-    import dataclasses
-
-    return dataclasses.replace(registry, versions={**registry.versions, **{v.name: v for v in versions}})
 
 
 def report(out: dict) -> dict:
