@@ -40,7 +40,7 @@ compare: setup                  ## make compare VERSIONS="2.9 2.21" [KNOBS="oned
 calibrate: setup                ## make calibrate VERSION=2.21 [PROFILE=..] [ROWS=..]: A/A, the version against a second server of itself
 	$(PY) -m analysis calibrate --version "$(if $(filter command line environment,$(origin VERSION)),$(VERSION),2.21)"
 
-bisect: setup                   ## make bisect FROM=2.9 TO=2.21 [ROWS=32] [PROCESSES=12] [PIN=0] [MODEL=..]: the release where TF's ceiling changed, op by op
+bisect: setup                   ## make bisect FROM=2.9 TO=2.21 [ROWS=32] [PROCESSES=12] [PIN=0] [EVERY=1] [MODEL=..]: the release where TF's ceiling changed, op by op
 	$(PY) -m analysis bisect
 
 report: setup                   ## make report RUN=<run id>

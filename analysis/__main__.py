@@ -180,7 +180,9 @@ def cmd_bisect(a) -> int:
         check_base_path(a.model)
     if a.pin not in ("0", "1"):
         raise ValueError(f"PIN must be 1 (each ceiling process on one core) or 0 (on all cores), got {a.pin!r}")
-    out = run_bisect(reg, lo, hi, rows[0], profile, a.model or None, pin=a.pin == "1")
+    if a.every not in ("0", "1"):
+        raise ValueError(f"EVERY must be 1 (measure every release, interleaved) or 0 (binary search), got {a.every!r}")
+    out = run_bisect(reg, lo, hi, rows[0], profile, a.model or None, pin=a.pin == "1", every=a.every == "1")
     print(write(out))
     print(f"written: {runstore.results_dir() / out['id'] / 'bisect.md'} and bisect.json")
     return 0
@@ -297,6 +299,8 @@ def main(argv=None) -> int:
     bi.add_argument("--model", default=os.environ.get("MODEL", ""))
     bi.add_argument("--pin", default=os.environ.get("PIN", "1"),
                     help="1: each ceiling process on one core (least noise); 0: on all cores, threads as a server's")
+    bi.add_argument("--every", default=os.environ.get("EVERY", "0"),
+                    help="1: measure every release between, interleaved, instead of a binary search")
     bi.add_argument("--processes", type=number(2, 1000, integer=True, name="PROCESSES"),
                     default=os.environ.get("PROCESSES") or "12",
                     help="fresh ceiling processes per release (default: %(default)s; 8 of 0.5 s gave +-8%% at 32 rows)")

@@ -7,6 +7,10 @@ end up, until the two ends are adjacent releases. The upper one is the first rel
 that pair gets the op table (analysis/optable.py) and every release measured is reported with its
 interval against FROM (one Holm family). Venvs and exports are made on demand and cached like any
 version's; a release that cannot be installed is named with the reason and the search steps past it.
+With every=True (`EVERY=1`) it measures every release instead, all interleaved process by process
+(ABBA, so drift over the run spreads over all of them), and names the first release that differs
+from FROM after Holm in either direction: a binary search assumes one step, and misses a release
+that regressed and recovered between two ends that are alike.
 Results: results/<id>/bisect.json (after every release) and bisect.md.
 """
 from __future__ import annotations
@@ -62,9 +66,10 @@ def search(names: list, measure, direction_of) -> tuple:
     return names[lo], names[hi], got
 
 
-def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin: bool = True) -> dict:
-    """Measure and search; the result dict is saved after every release. profile: its ceiling_* fields
-    (processes per release, window) and optrace_* fields (the op table of the pair)."""
+def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin: bool = True,
+               every: bool = False) -> dict:
+    """Measure and search (or, every=True, measure all); the result dict is saved after every process.
+    profile: its ceiling_* fields (processes per release, window), optrace_* (the op table of the pair)."""
     from stack.serving import LocalServing
 
     versions, skipped = between(registry, lo, hi, lo.python)
@@ -73,7 +78,7 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
     bid = "bisect-" + new_run_id()
     out = {"id": bid, "from": lo.name, "to": hi.name, "rows": rows, "python": lo.python, "created": time.time(),
            "releases": [v.name for v in versions], "tensorflow": {v.name: v.tensorflow for v in versions},
-           "skipped": dict(skipped), "ceiling": {}, "optrace": {}, "pinned": pin}
+           "skipped": dict(skipped), "ceiling": {}, "optrace": {}, "pinned": pin, "every": every}
     path = runstore.results_dir() / bid
     log(f"bisect {lo.name} .. {hi.name} at {rows} row{'s' if rows > 1 else ''} per call, Python {lo.python}: releases "
         + ", ".join(f"{v.name} ({v.tensorflow})" for v in versions)
@@ -102,7 +107,10 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
         return vals
 
     names = [v.name for v in versions]
-    low, high, _ = search(names, measure, lambda a, b: stats.mean_ci(b)["mean"] - stats.mean_ci(a)["mean"])
+    if every:
+        low, high = measure_every(registry, versions, rows, profile, model, out, save, log, pin)
+    else:
+        low, high, _ = search(names, measure, lambda a, b: stats.mean_ci(b)["mean"] - stats.mean_ci(a)["mean"])
     out["pair"] = [low, high] if high else None
     ends = [low, high] if high else [names[0], names[-1]]  # no step found: why the two ends are alike
     if all(n in out["ceiling"] for n in ends) and profile.optrace_processes:
@@ -115,6 +123,40 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
     out["finished"] = time.time()
     save()
     return out
+
+
+def measure_every(registry, versions: list, rows: int, profile, model, out: dict, save, log, pin: bool) -> tuple:
+    """Every release's ceiling, processes interleaved across all of them; (the measured release before
+    the first one that differs from the first after Holm, that one) or (first, None)."""
+    from stack.serving import LocalServing
+
+    ready = []
+    for i, v in enumerate(versions, 1):  # venvs and exports first: a release that cannot be installed is skipped
+        serving = LocalServing(registry, [v], model, log=lambda *_: None)
+        log(f"  [{i}/{len(versions)}] {v.name} (TensorFlow {v.tensorflow}): venv and model ...")
+        try:
+            serving.ceiling_command(serving.servers[0])
+            ready.append(v)
+        except (VenvError, OSError) as e:
+            out["skipped"][v.name] = str(e).splitlines()[0][:300]
+            save()
+            log(f"  {v.name}: not measurable: {out['skipped'][v.name]}")
+    if len(ready) < 2 or ready[0].name != versions[0].name:
+        return versions[0].name, None
+    serving = LocalServing(registry, ready, model, log=lambda *_: None)
+    ceiling.measure_all(serving, serving.servers, [rows], profile.ceiling_windows, profile.ceiling_window_s,
+                        out["ceiling"], save, log=log, pin=pin)
+    return first_beyond(out)
+
+
+def first_beyond(out: dict) -> tuple:
+    """(the measured release before the first whose ceiling differs from FROM's after Holm, that one),
+    or (FROM, None) when none does."""
+    built = report(out)["releases"]
+    for prev, c in zip(built, built[1:]):
+        if (c.get("vs_baseline") or {}).get("verdict") in ("faster", "slower"):
+            return prev["version"], c["version"]
+    return out["from"], None
 
 
 def report(out: dict) -> dict:
@@ -138,10 +180,19 @@ def markdown(out: dict, rep: dict) -> str:
     rows = out["rows"]
     lines = [f"# TensorFlow bisect {out['from']} .. {out['to']}, {rows} row{'s' if rows > 1 else ''} per call, "
              f"run {out['id']}", ""]
-    if out.get("pair"):
+    if out.get("pair") and out.get("every"):
+        lo, hi = out["pair"]
+        d = next(c["vs_baseline"] for c in rep["releases"] if c["version"] == hi)
+        lines.append(f"**First release beyond noise: {hi} (TensorFlow {out['tensorflow'][hi]})**: {vs_text(d)} than "
+                     f"{out['from']} (Holm over every release measured); the op table is of {lo} and {hi}.")
+    elif out.get("pair"):
         lo, hi = out["pair"]
         lines.append(f"**First release beyond noise: {hi} (TensorFlow {out['tensorflow'][hi]})**, against {lo} "
                      f"(TensorFlow {out['tensorflow'][lo]}), in the direction of {out['to']} against {out['from']}.")
+    elif out.get("every"):
+        lines.append(f"**No release beyond noise**: no release's ceiling from {out['from']} to {out['to']} differs "
+                     f"from {out['from']}'s at {rows} row{'s' if rows > 1 else ''} per call after Holm "
+                     f"({len(rep['releases'])} releases measured, every one).")
     else:
         lines.append(f"**No release beyond noise**: the ceilings of {out['from']} and {out['to']} do not differ "
                      f"significantly at {rows} row{'s' if rows > 1 else ''} per call (Welch, p >= {ALPHA}), or one of them could not be measured.")

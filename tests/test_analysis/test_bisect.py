@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.bisect import search
+from analysis.bisect import first_beyond, markdown, report, search
 from analysis.releases import derived, newest_per_minor
 from stack.registry import load_registry
 
@@ -47,6 +47,34 @@ def test_a_release_that_cannot_be_installed_is_stepped_over():
     assert (low, high) == ("2.10", "2.12") and "2.11" in asked
 
 
+def _every(ceilings: dict) -> dict:
+    """A finished EVERY=1 result of these releases (the shape run_bisect saves)."""
+    names = list(ceilings)
+    return {"id": "bisect-t", "from": names[0], "to": names[-1], "rows": 32, "python": "3.10", "every": True,
+            "releases": names, "tensorflow": {n: n + ".0" for n in names}, "skipped": {}, "optrace": {},
+            "ceiling": {n: {"tensorflow": n + ".0", "rows_per_s": {"32": v}, "cpu_us_per_call": {}}
+                        for n, v in ceilings.items()}}
+
+
+def test_every_release_names_a_regression_that_recovered_which_a_binary_search_misses():
+    ceilings = {"2.9": SLOW, "2.10": SLOW, "2.11": FAST, "2.12": SLOW}
+    assert _search(ceilings)[1] is None  # the ends are alike: the search stops there
+    out = _every(ceilings)
+    out["pair"] = list(first_beyond(out))
+    assert out["pair"] == ["2.10", "2.11"]
+    text = markdown(out, report(out))
+    assert "**First release beyond noise: 2.11 (TensorFlow 2.11.0)**: +20%" in text and "faster than 2.9" in text
+    rows = [ln.split(" | ")[0] for ln in text.splitlines() if ln.startswith("| 2.")]
+    assert rows == ["| 2.9", "| 2.10", "| 2.11", "| 2.12"] and "not needed by the search" not in text
+
+
+def test_every_release_alike_is_no_release_beyond_noise():
+    out = _every({"2.9": SLOW, "2.10": [99.0, 101.0, 100.0, 100.2], "2.11": SLOW})
+    assert first_beyond(out) == ("2.9", None)
+    out["pair"] = None
+    assert "**No release beyond noise**: no release's ceiling from 2.9 to 2.11" in markdown(out, report(out))
+
+
 def test_releases_are_the_newest_final_of_each_minor_with_a_wheel_for_the_interpreter():
     files = {"2.10.0": ["tensorflow_cpu-2.10.0-cp310-cp310-manylinux_2_17_x86_64.whl"],
              "2.10.1": ["tensorflow_cpu-2.10.1-cp310-cp310-manylinux_2_17_x86_64.whl"],
@@ -71,7 +99,8 @@ def test_a_release_the_registry_does_not_name_is_pinned_like_its_nearest_neighbo
     (["--from", "2.21", "--to", "2.9"], "FROM must be an older release than TO"),
     (["--from", "2.9", "--to", "3.0"], "unknown version '3.0'"),
     (["--rows", "1 32"], "ROWS must be one row count"),
-    (["--processes", "1"], "PROCESSES must be an integer >= 2")])
+    (["--processes", "1"], "PROCESSES must be an integer >= 2"),
+    (["--every", "yes"], "EVERY must be 1")])
 def test_bad_bisect_input_is_one_line_and_exit_2(args, needle, tmp_path):
     env = dict(os.environ, TFSB_RESULTS=str(tmp_path), PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-m", "analysis", "bisect", *args], cwd=ROOT, env=env, capture_output=True,
