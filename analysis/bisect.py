@@ -95,10 +95,8 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
             ceiling.measure_all(serving, serving.servers, [rows], profile.ceiling_windows, profile.ceiling_window_s,
                                 out["ceiling"], save, log=lambda m: None, pin=pin)
         except (VenvError, ceiling.CeilingError, OSError) as e:
-            out["skipped"][name] = str(e).splitlines()[0][:300]
             out["ceiling"].pop(name, None)
-            save()
-            log(f"  {name}: not measurable: {out['skipped'][name]}")
+            skip(out, name, e, save, log)
             return None
         vals = out["ceiling"][name]["rows_per_s"][str(rows)]
         ci = stats.mean_ci(vals)
@@ -125,6 +123,13 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
     return out
 
 
+def skip(out: dict, name: str, error: Exception, save, log) -> None:
+    """Record (and say) why a release cannot be measured; the report lists it."""
+    out["skipped"][name] = str(error).splitlines()[0][:300]
+    save()
+    log(f"  {name}: not measurable: {out['skipped'][name]}")
+
+
 def measure_every(registry, versions: list, rows: int, profile, model, out: dict, save, log, pin: bool) -> tuple:
     """Every release's ceiling, processes interleaved across all of them; (the measured release before
     the first one that differs from the first after Holm, that one) or (first, None)."""
@@ -138,9 +143,7 @@ def measure_every(registry, versions: list, rows: int, profile, model, out: dict
             serving.ceiling_command(serving.servers[0])
             ready.append(v)
         except (VenvError, OSError) as e:
-            out["skipped"][v.name] = str(e).splitlines()[0][:300]
-            save()
-            log(f"  {v.name}: not measurable: {out['skipped'][v.name]}")
+            skip(out, v.name, e, save, log)
     if len(ready) < 2 or ready[0].name != versions[0].name:
         return versions[0].name, None
     serving = LocalServing(registry, ready, model, log=lambda *_: None)
