@@ -67,7 +67,7 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
             save()
         else:
             todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
-    core = ceiling_core(serving) if pin else None  # pin=False: every core this process may use, TF's threads too
+    core = ceiling_core(serving, servers) if pin else None  # pin=False: every core this process may use, TF's threads too
     for i in range(windows):
         round_log = []
         for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:
@@ -92,14 +92,21 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
     return done
 
 
-def ceiling_core(serving) -> list | None:
+def ceiling_core(serving, servers: list = ()) -> list | None:
     """One core for every ceiling process: the last of the servers' cores (isolated) or of this
     machine. Unpinned on 2 cores, TF's threads hand each op across cores: the 1-row ceiling of TF
     2.21 was 6.0k rows/s with 18% spread between processes, pinned 18.6k with 2.4%; at 32 rows 120k
-    (13%) against 229k (5%) (benchmarks/ceiling_noise.py, --pin 1 against --pin "0 1")."""
+    (13%) against 229k (5%) (benchmarks/ceiling_noise.py, --pin 1 against --pin "0 1").
+    A thread-count knob among the servers (KNOBS="intra_op=1,4") gets all the servers' cores instead:
+    on one core such a compare measures only oversubscription (intra_op=4 pinned to one core was 51%
+    slower than intra_op=1 at 32 rows, while its server on two cores did 10% more QPS)."""
     cores = getattr(serving, "cpus", None) or (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                                else None)
-    return list(cores)[-1:] if cores else None
+    if not cores:
+        return None
+    if any(knobs.threads(getattr(s, "knobs", ())) for s in servers):
+        return sorted(cores)
+    return list(cores)[-1:]
 
 
 def processes(got: dict | None) -> int:

@@ -28,7 +28,7 @@ def measure_all(serving, servers: list, rows: list, processes: int, calls: int, 
         python, model_dir = serving.ceiling_command(s)
         if python is not None:
             todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
-    core = ceiling_core(serving) if pin else None
+    core = ceiling_core(serving, servers) if pin else None
     for i in range(processes):
         for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:
             if len((done.get(name) or {}).get("pids", [])) > i:
