@@ -179,6 +179,9 @@ def test_regression_gate_passes_the_same_model_and_fails_a_slower_one(run, env):
     same = analysis(env, "regress", "--baseline", name, "--version", v, "--tolerance", "0.5")
     assert same.returncode == 0, same.stdout + same.stderr
     assert "PASS" in same.stdout
+    gate_run = re.search(r"\(run (\S+)\)", same.stdout).group(1)  # levels only: the ceiling is not the gate's
+    gated = json.loads((Path(env["TFSB_RESULTS"]) / gate_run / "compare.json").read_text())
+    assert gated["cells"] and gated["ceiling"] == {} and not gated.get("optrace") and gated["search"] == {}
     slow = example_model(v, extra_layers=16)  # sixteen 2048x2048 layers: many times the work
     worse = analysis(env, "regress", "--baseline", name, "--version", v, "--tolerance", "0.5",
                      "--model", str(slow))
@@ -208,8 +211,10 @@ def test_calibrate_an_aa_run_finds_no_difference(env, tmp_path):
     itself, p = 0.008, when its windows came from one process per version."""
     v = TEST_VERSIONS[1]
     profile = tmp_path / "aa.yaml"
+    # no op table: its verdicts are not among those checked here (test_compare's run and test_knobs_compare
+    # check the table), and without its eight traced processes this test took 88 s instead of 116 s
     profile.write_text("concurrency: [4]\nwindow_s: 3\nwarmup_s: 1\nsearch_probes: 0\nceiling_windows: 3\n"
-                       "ceiling_window_s: 0.5\nrepeat: 3\n")
+                       "ceiling_window_s: 0.5\noptrace_processes: 0\nrepeat: 3\n")
     rep = _calibrate(env, profile, v)
     assert rep["config"]["versions"] == [v, f"{v}-b"] and rep["baseline_version"] == v
     assert {r["version"] for r in rep["rows"]} == {v, f"{v}-b"} and all(r["repeats"] == 3 for r in rep["rows"])
