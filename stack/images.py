@@ -126,7 +126,7 @@ def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: s
         if no_deps:
             _run_image([uv, "pip", "install", "-q", "--no-deps", *target, *no_deps], "uv pip install --no-deps")
         # TensorFlow's C++ headers (287 MB of 1.6 GB in 2.21's image) build custom ops and are never read by a
-        # server; every container create copies the image on the vfs driver (a create: 28-45 s with them, 23-35 s without).
+        # server; every container create copies the image on the vfs driver (28-45 s with them, 23-35 s without).
         shutil.rmtree(rootfs / SITE.lstrip("/") / "tensorflow" / "include", ignore_errors=True)
         for part in parts:
             shutil.copytree(ROOT / part, rootfs / "app" / part, ignore=shutil.ignore_patterns("__pycache__"))
