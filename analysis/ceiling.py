@@ -67,7 +67,8 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
             save()
         else:
             todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
-    core = ceiling_core(serving, servers) if pin else None  # pin=False: every core this process may use, TF's threads too
+    # pin=False: every core this process may use, TF's threads too
+    core = ceiling_core(serving, servers) if pin else None
     for i in range(windows):
         round_log = []
         for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:
