@@ -195,10 +195,12 @@ def _pinned(rep: dict) -> str:
              if "skipped" not in c}
     if len(cores) != 1 or not next(iter(cores)):
         return ""
-    if len(next(iter(cores))) > 1:  # analysis.ceiling.ceiling_core: thread counts are compared
-        return (f", each on the servers' cores {', '.join(map(str, next(iter(cores))))}: thread counts are compared, "
+    only = next(iter(cores))
+    used = ", ".join(map(str, only))
+    if len(only) > 1:  # analysis.ceiling.ceiling_core: thread counts are compared
+        return (f", each on the servers' cores {used}: thread counts are compared, "
                 "and on one core they would measure only oversubscription (noisier than one pinned core)")
-    return (f", each pinned to core {', '.join(map(str, next(iter(cores))))}: TensorFlow's threads spread over "
+    return (f", each pinned to core {used}: TensorFlow's threads spread over "
             "several cores hand work across them on every op, slower and far noisier")
 
 
