@@ -114,11 +114,12 @@ def _up_docker(args, reg, versions) -> int:
     done = docker_runtime.up(versions, reg, without=tuple(args.without))
     for name in done["versions"]:
         v = reg.get(name)
-        print(f"  TF Serving {name}: REST http://127.0.0.1:{v.ports.rest}/v1/models/my_model  "
-              f"gRPC 127.0.0.1:{v.ports.grpc}")
-    print(f"  Prometheus: http://127.0.0.1:{ports.PROMETHEUS}  exporter: http://127.0.0.1:{ports.EXPORTER}/metrics")
+        print(f"  TF Serving {name}: REST http://127.0.0.1:{ports.rest(v)}/v1/models/my_model  "
+              f"gRPC 127.0.0.1:{ports.grpc(v)}")
+    print(f"  Prometheus: http://127.0.0.1:{ports.port(ports.PROMETHEUS)}  "
+          f"exporter: http://127.0.0.1:{ports.port(ports.EXPORTER)}/metrics")
     if "grafana" in done["services"]:
-        print(f"  Grafana: http://127.0.0.1:{ports.GRAFANA}  (user admin, password in .env)  "
+        print(f"  Grafana: http://127.0.0.1:{ports.port(ports.GRAFANA)}  (user admin, password in .env)  "
               "dashboard: TF Serving version comparison")
     _preflight(versions, True)
     return 0

@@ -47,7 +47,9 @@ def image_variable(version_name: str, gpu: bool = False) -> str:
 
 
 def _bind(port: int, container_port: int | None = None) -> str:
-    return f"${{BIND:-127.0.0.1}}:{port}:{container_port or port}"
+    """A published port: BIND's address, the host port after TFSB_PORT_OFFSET (stack.ports.compose_env sets
+    the variable; plain `docker compose` without it gets the default), the container's own port."""
+    return f"${{BIND:-127.0.0.1}}:${{{ports.host_variable(port)}:-{port}}}:{container_port or port}"
 
 
 def tfserving(v) -> dict:

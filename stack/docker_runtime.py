@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 from fileio.atomic import write_atomic
+from stack import ports
 from stack.promconfig import service
+from stack.registry import load_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 MONITORING = ["prometheus", "exporter", "grafana"]
@@ -58,7 +60,7 @@ def placement_env() -> dict:
 
 def compose(*args, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
     env = dict(os.environ, TFSB_TARGETS_DIR=str(targets_file().parent),  # the file_sd mount (compose.py)
-               **placement_env())
+               **placement_env(), **ports.compose_env(load_registry().versions.values()))
     proc = subprocess.run(compose_command() + list(args), cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=timeout)
     if check and proc.returncode != 0:

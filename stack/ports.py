@@ -39,6 +39,17 @@ def grpc(version) -> int:
     return _checked(version.ports.grpc, f"gRPC of TF Serving {version.name}")
 
 
+def host_variable(base: int) -> str:
+    """The compose variable that holds the host port of `base` (docker-compose.yml's published ports)."""
+    return f"TFSB_HOST_PORT_{base}"
+
+
+def compose_env(versions) -> dict:
+    """Every published port of docker-compose.yml after the offset, as compose reads them."""
+    bases = [PROMETHEUS, EXPORTER, GRAFANA, LOADGEN] + [b for v in versions for b in (v.ports.grpc, v.ports.rest)]
+    return {host_variable(b): str(port(b)) for b in bases}
+
+
 def check_all(versions) -> None:
     """Every port of the stack in range, before anything is started or written."""
     for v in versions:

@@ -2,6 +2,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,6 +16,14 @@ from servers import TEST_VERSIONS, start_modelserver  # noqa: E402
 # runtime must not end up in docker because another test left one running. Tests that want docker
 # say --runtime docker.
 os.environ["RUNTIME"] = "local"
+
+# The suite never touches the user's stack (the one `make demo` or `make up` left running): its own state,
+# results and baselines directories, and its own port range. Every subprocess inherits these; a test that
+# starts a stack of its own still sets an offset of its own beside it. Set before any project import.
+ISOLATION = Path(tempfile.mkdtemp(prefix="tfsb-tests-"))
+SUITE_PORT_OFFSET = 33000  # 41560.., 42090, 42400, 42464: apart from the per-test offsets (22000 .. 31000)
+os.environ.update(TFSB_STATE=str(ISOLATION / "state"), TFSB_RESULTS=str(ISOLATION / "results"),
+                  TFSB_BASELINES=str(ISOLATION / "baselines"), TFSB_PORT_OFFSET=str(SUITE_PORT_OFFSET))
 
 
 def _docker_info() -> bool:

@@ -7,6 +7,7 @@ variable; Grafana has no local image and is left out of the live test only (--wi
 grafana). If no docker engine can be started the live test fails, it does not skip."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -19,11 +20,12 @@ import numpy as np
 import pytest
 import yaml
 
-from stack import compose, docker_runtime, promconfig
+from stack import compose, docker_runtime, ports, promconfig
 from stack.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "tfsbtest"
+PROMETHEUS = f"http://127.0.0.1:{ports.port(ports.PROMETHEUS)}"  # after the suite's port offset (conftest.py)
 
 
 def test_committed_files_are_generated_from_the_registry():
@@ -40,11 +42,15 @@ def test_compose_file_contract_and_security_defaults():
     reg = load_registry()
     cfg = compose.generate(list(reg.versions.values()))
     services = cfg["services"]
-    published = set()
+    published, offset_env = set(), ports.compose_env(reg.versions.values())
     for name, svc in services.items():
         for p in svc.get("ports", []):
             assert p.startswith("${BIND:-127.0.0.1}:"), f"{name} publishes {p} beyond loopback by default"
-            published.add(p.split(":")[-2])
+            # the host port follows TFSB_PORT_OFFSET (the suite's own, here) through its compose variable
+            var, default = re.fullmatch(r"\$\{BIND:-127\.0\.0\.1\}:\$\{(\w+):-(\d+)\}:\d+", p).groups()
+            assert var == ports.host_variable(int(default)), p
+            assert offset_env[var] == str(int(default) + int(os.environ["TFSB_PORT_OFFSET"])), (p, offset_env[var])
+            published.add(default)
         assert "no-new-privileges:true" in svc["security_opt"], name
         for vol in svc.get("volumes", []):
             if "docker.sock" in vol:
@@ -112,18 +118,18 @@ def _get(url: str):
 
 def _prom(query: str):
     q = urllib.parse.urlencode({"query": query})
-    return _get(f"http://127.0.0.1:9090/api/v1/query?{q}")["data"]["result"]
+    return _get(f"{PROMETHEUS}/api/v1/query?{q}")["data"]["result"]
 
 
 @pytest.mark.integration
 def test_compose_up_serves_scrapes_and_alerts_offline(stack_up):
     up, v = stack_up["up"], stack_up["version"]
     assert up.returncode == 0, up.stdout + up.stderr
-    assert f"TF Serving {v.name}: REST http://127.0.0.1:{v.ports.rest}" in up.stdout
+    assert f"TF Serving {v.name}: REST http://127.0.0.1:{ports.rest(v)}" in up.stdout
     x = np.random.RandomState(5).rand(4, 784).tolist()
 
     def predict():
-        req = urllib.request.Request(f"http://127.0.0.1:{v.ports.rest}/v1/models/my_model:predict",
+        req = urllib.request.Request(f"http://127.0.0.1:{ports.rest(v)}/v1/models/my_model:predict",
                                      data=json.dumps({"instances": x}).encode(), method="POST")
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read())["predictions"]
@@ -148,7 +154,7 @@ def test_compose_up_serves_scrapes_and_alerts_offline(stack_up):
     # it sees the host's other labelled model servers too, when some run beside this test.
     rss = _prom(f'process_resident_memory_bytes{{job="exporter",container!="",version="{v.name}"}}')
     assert len(rss) == 1 and float(rss[0]["value"][1]) > 50e6, rss
-    rules = _get("http://127.0.0.1:9090/api/v1/rules")["data"]["groups"]
+    rules = _get(f"{PROMETHEUS}/api/v1/rules")["data"]["groups"]
     assert any(r["name"] == "ModelServerDown" for g in rules for r in g["rules"])
 
 
