@@ -37,10 +37,10 @@ watch: setup                    ## live terminal view of the comparison panels (
 compare: setup                  ## make compare VERSIONS="2.9 2.21" [KNOBS="onednn=0,1 intra_op=1,2"] [ROWS="1 32"] [BATCHING=on|off|both] [PROTOCOL=rest|grpc|both] [PROFILE=quick|standard|file.yaml] [REPEAT=] [SLA_MS=] [ISOLATE=0] | TARGETS="2.9=grpc://h:8500,rest://h:8501 ..." PROMETHEUS=http://h:9090: servers started elsewhere
 	$(PY) -m analysis compare --versions "$(if $(filter command line environment,$(origin VERSIONS)),$(VERSIONS),2.9 2.21)"
 
-calibrate: setup                ## make calibrate VERSION=2.21 [PROFILE=..] [ROWS=..]: A/A, the version against a second server of itself
+calibrate: setup                ## make calibrate VERSION=2.21 [PROFILE=..] [ROWS=..] [MODEL_B=path: a positive control]: A/A, the version against a second server of itself
 	$(PY) -m analysis calibrate --version "$(if $(filter command line environment,$(origin VERSION)),$(VERSION),2.21)"
 
-bisect: setup                   ## make bisect FROM=2.9 TO=2.21 [ROWS=32] [PROCESSES=12] [PIN=0] [EVERY=1] [MODEL=..]: the release where TF's ceiling changed, op by op
+bisect: setup                   ## make bisect FROM=2.9 TO=2.21 [ROWS=32] [PROCESSES=12] [PIN=1] [EVERY=1] [MODEL=..]: the release where TF's ceiling changed, op by op
 	$(PY) -m analysis bisect
 
 report: setup                   ## make report RUN=<run id>

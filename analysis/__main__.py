@@ -57,7 +57,7 @@ def _external(a, reg):
     return ExternalServing(parse_targets(a.targets), a.prometheus, reg, a.model or None, a.model_name)
 
 
-def _compare(a, reg, versions, log=print) -> int:
+def _compare(a, reg, versions, log=print, model_for: dict | None = None) -> int:
     from analysis import plan
     from analysis.compare import run_compare
     from analysis.report import write
@@ -79,7 +79,7 @@ def _compare(a, reg, versions, log=print) -> int:
         runtime = pick_runtime(a.runtime)
         place = placement.plan(None, placement.isolate_from_env())
         serving = serving_for(runtime, reg, versions, a.model or None, cpus=place.servers if place.isolated else None,
-                              log=log)
+                              log=log, model_for=model_for)
     t0 = time.time()
     log(f"compare {' '.join(settings.versions)}: profile {settings.profile.name}, {settings.repeat} repeats, rows "
         f"{'/'.join(map(str, settings.rows))}, batching {'/'.join(map(plan.batching_name, settings.batching))}, "
@@ -121,7 +121,11 @@ def cmd_calibrate(a) -> int:
     reg = load_registry()
     name = reg.get(a.version).name
     reg = reg.with_alias(name)
-    return _compare(a, reg, [reg.get(name), reg.get(name + "-b")])
+    model_for = {}
+    if a.model_b:  # the positive control: B serves another model, a difference the verdicts must find
+        from models.prepare import check_base_path
+        model_for[name + "-b"] = str(check_base_path(a.model_b).resolve())
+    return _compare(a, reg, [reg.get(name), reg.get(name + "-b")], model_for=model_for)
 
 
 def _ints(text: str, what: str) -> list:
@@ -280,6 +284,9 @@ def main(argv=None) -> int:
     cal = sub.add_parser("calibrate", help="A/A: a version against a second server of itself; every verdict "
                                            "must read 'no significant difference'")
     cal.add_argument("--version", default=os.environ.get("VERSION", "2.21"))
+    cal.add_argument("--model-b", default=os.environ.get("MODEL_B", ""),
+                     help="B serves this model base instead (a positive control: a known difference the verdicts "
+                          "must call, e.g. the example model with --extra-layers)")
     for sp in (c, cal):
         sp.add_argument("--profile", default=os.environ.get("PROFILE", "quick"),
                         help="quick, standard, or a YAML profile's path (default: %(default)s)")
@@ -299,8 +306,9 @@ def main(argv=None) -> int:
     bi.add_argument("--profile", default=os.environ.get("PROFILE", "quick"),
                     help="its ceiling_* and optrace_* fields set the processes per release (default: %(default)s)")
     bi.add_argument("--model", default=os.environ.get("MODEL", ""))
-    bi.add_argument("--pin", default=os.environ.get("PIN", "1"),
-                    help="1: each ceiling process on one core (least noise); 0: on all cores, threads as a server's")
+    bi.add_argument("--pin", default=os.environ.get("PIN", "0"),
+                    help="0: every ceiling process on all cores, threads as a server's (the compare's headline "
+                         "ceiling); 1: each on one core (kernels alone, least noise)")
     bi.add_argument("--every", default=os.environ.get("EVERY", "0"),
                     help="1: measure every release between, interleaved, instead of a binary search")
     bi.add_argument("--processes", type=number(2, 1000, integer=True, name="PROCESSES"),

@@ -1,8 +1,8 @@
 """The TensorFlow ceiling of each version: its own runtime, in-process, before any load.
 
 Runs `python -m modelserver.ceiling` in the version's venv (the same Servable.run the server
-makes, nothing of the serving path around it), pinned where the servers run, while the
-servers are idle. The result per version and row count is a list of rows/s, one per process
+makes, nothing of the serving path around it), on the servers' cores (or pinned to one of them:
+the "kernels alone" diagnostic, see ceiling_core), while the servers are idle. The result per version and row count is a list of rows/s, one per process
 (one window each), so the report can give it an interval and compare versions on it like any
 other metric.
 """
@@ -49,7 +49,7 @@ def run_process(python: str, module: str, args: list, cpus: list | None, knob_se
 
 
 def measure_all(serving, servers: list, rows: list, windows: int, window_s: float, done: dict, save,
-                log=print, pin: bool = True) -> dict:
+                log=print, pin: bool = False) -> dict:
     """The ceiling of every server: `windows` fresh processes per version, one window each, the
     versions' order flipped from one round to the next (ABBA...). The process is what repeats:
     two processes of one build differ by several percent (memory layout, thread placement), more
@@ -67,8 +67,7 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
             save()
         else:
             todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
-    # pin=False: every core this process may use, TF's threads too
-    core = ceiling_core(serving, servers) if pin else None
+    core = ceiling_core(serving, servers, pin)
     for i in range(windows):
         round_log = []
         for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:
@@ -93,21 +92,28 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
     return done
 
 
-def ceiling_core(serving, servers: list = ()) -> list | None:
-    """One core for every ceiling process: the last of the servers' cores (isolated) or of this
-    machine. Unpinned on 2 cores, TF's threads hand each op across cores: the 1-row ceiling of TF
-    2.21 was 6.0k rows/s with 18% spread between processes, pinned 18.6k with 2.4%; at 32 rows 120k
-    (13%) against 229k (5%) (benchmarks/ceiling_noise.py, --pin 1 against --pin "0 1").
-    A thread-count knob among the servers (KNOBS="intra_op=1,4") gets all the servers' cores instead:
-    on one core such a compare measures only oversubscription (intra_op=4 pinned to one core was 51%
-    slower than intra_op=1 at 32 rows, while its server on two cores did 10% more QPS)."""
+def ceiling_core(serving, servers: list = (), pin: bool = False) -> list | None:
+    """Where the ceiling's processes run. By default on the servers' cores (all of them: an isolated
+    placement's server cores, else this machine's), TF's thread pools sized by them as a server's are:
+    that is what a user upgrading gets. Pinned to one core instead (the last of those), the "kernels alone"
+    diagnostic: far quieter (TF 2.21's 1-row ceiling 18% spread between processes unpinned, 2.4% pinned,
+    benchmarks/ceiling_noise.py), but blind to how a release's thread pools spread one call over the cores:
+    2.21 was 29% slower than 2.9 at 32 rows on these 2 cores while pinned the two were equal (issue 38).
+    A thread-count knob among the servers (KNOBS="intra_op=1,4") always gets the servers' cores: on one core
+    such a compare measures only oversubscription (intra_op=4 pinned was 51% slower than intra_op=1 at 32
+    rows, while its server on two cores did 10% more QPS)."""
     cores = getattr(serving, "cpus", None) or (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                                else None)
     if not cores:
         return None
-    if any(knobs.threads(getattr(s, "knobs", ())) for s in servers):
-        return sorted(cores)
-    return list(cores)[-1:]
+    if pin and not threads_compared(servers):
+        return list(cores)[-1:]
+    return sorted(cores)
+
+
+def threads_compared(servers: list) -> bool:
+    """A thread-count knob among the servers: a pinned ceiling would measure oversubscription only."""
+    return any(knobs.threads(getattr(s, "knobs", ())) for s in servers)
 
 
 def processes(got: dict | None) -> int:

@@ -121,6 +121,7 @@ def _describe(c: dict, m: dict) -> str:
 def new_run(run_id: str, settings: Settings, serving, runtime: str, model, placement) -> dict:
     return {"schema_version": schemas.SCHEMA_VERSION, "run_id": run_id, "status": "running", "created": time.time(),
             "config": {**settings.as_dict(), "runtime": runtime, "model": model or "example",
+                       **({"model_for": dict(serving.model_for)} if serving.model_for else {}),
                        "prometheus": getattr(serving, "prometheus_url", None),  # None: the stack's own
                        "servers": {s.name: {"tensorflow": s.tensorflow, "rest": f"{s.host}:{s.rest}",
                                             "grpc": f"{s.host}:{s.grpc}",
@@ -164,8 +165,7 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
         prom = serving.monitoring(settings.sla_p99_ms)
         wait_scraped(prom, list(by_name))
         if settings.profile.ceiling_windows:  # 0 only from the gate, which reads the levels (no profile allows it)
-            ceiling.measure_all(serving, serving.servers, list(settings.rows), settings.profile.ceiling_windows,
-                                settings.profile.ceiling_window_s, run["ceiling"], lambda: runstore.save(run), log)
+            _ceilings(run, settings, serving, log)
         if settings.profile.optrace_processes:  # after the ceiling, never inside it: tracing costs time
             optable.measure_all(serving, serving.servers, list(settings.rows), settings.profile.optrace_processes,
                                 settings.profile.optrace_calls, run.setdefault("optrace", {}),
@@ -195,6 +195,19 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
             log(f"  [{len(run['cells'])}/{len(plan.cells(settings))}] rep {c['repeat'] + 1} " + _describe(c, m))
         _search(run, settings, serving, by_name, batching, payloads, run_id, log)
     time.sleep(IDLE_EDGE_S)  # a Prometheus sample after the last cell, for the reconciliation
+
+
+def _ceilings(run: dict, settings: Settings, serving, log) -> None:
+    """The headline ceiling on the servers' cores, then the pinned one-core diagnostic ("kernels alone"),
+    except where thread counts are compared (on one core they measure oversubscription only)."""
+    p, save = settings.profile, lambda: runstore.save(run)
+    log("  ceiling on the servers' cores (TensorFlow's thread pools as a server's):")
+    ceiling.measure_all(serving, serving.servers, list(settings.rows), p.ceiling_windows, p.ceiling_window_s,
+                        run["ceiling"], save, log)
+    if p.ceiling_pinned_windows and not ceiling.threads_compared(serving.servers):
+        log("  ceiling pinned to one core (kernels alone, a diagnostic):")
+        ceiling.measure_all(serving, serving.servers, list(settings.rows), p.ceiling_pinned_windows,
+                            p.ceiling_window_s, run.setdefault("ceiling_pinned", {}), save, log, pin=True)
 
 
 def run_compare(settings: Settings, serving, placement, run_id: str = "", runtime: str = "local", model=None,

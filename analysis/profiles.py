@@ -30,8 +30,9 @@ class Profile:
     search_probes: int       # 0: no max-QPS search
     sla_p99_ms: float = 50.0
     repeat: int = 3
-    ceiling_windows: int = 5     # in-process TF ceiling: fresh processes per version, one window each
+    ceiling_windows: int = 5     # in-process TF ceiling on the servers' cores: fresh processes per version, one window each
     ceiling_window_s: float = 1.0
+    ceiling_pinned_windows: int = 4  # the same pinned to one core ("kernels alone", a diagnostic; 0: none)
     optrace_processes: int = 4   # the op table: fresh traced processes per version (0: none)
     optrace_calls: int = 200     # traced calls per process and row count
 
@@ -39,9 +40,10 @@ class Profile:
 PROFILES = {
     "quick": Profile("quick", concurrency=(4, 16), rates=(), window_s=4, warmup_s=1.5, search_low=100,
                      search_high=3000, search_window_s=4, search_probes=4, repeat=3,
-                     # eight processes of 0.5 s, pinned (analysis.ceiling.ceiling_core): about a minute per
-                     # pair of versions here, 3-5% spread per process (benchmarks/ceiling_noise.py)
-                     ceiling_windows=8, ceiling_window_s=0.5),
+                     # ten processes of 0.5 s on the servers' cores (analysis.ceiling.ceiling_core): about 6%
+                     # spread per process unpinned here, so a 10% difference is detectable at the headline's Holm
+                     # level; four pinned ones for the "kernels alone" diagnostic (3-5% spread)
+                     ceiling_windows=10, ceiling_window_s=0.5, ceiling_pinned_windows=4),
     "standard": Profile("standard", concurrency=(1, 8, 32), rates=(50, 200, 500, 1000), window_s=20, warmup_s=5,
                         search_low=50, search_high=10000, search_window_s=10, search_probes=8, repeat=5),
 }
@@ -51,6 +53,7 @@ _NUMBERS = {  # field: (type, smallest allowed value, the smallest itself allowe
     "window_s": (float, 0, False), "warmup_s": (float, 0, True), "search_low": (float, 0, False),
     "search_high": (float, 0, False), "search_window_s": (float, 0, False), "search_probes": (int, 0, True),
     "sla_p99_ms": (float, 0, False), "repeat": (int, 1, True), "ceiling_windows": (int, 2, True),
+    "ceiling_pinned_windows": (int, 0, True),
     "ceiling_window_s": (float, 0, False), "optrace_processes": (int, 0, True), "optrace_calls": (int, 1, True),
 }
 

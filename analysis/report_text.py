@@ -8,8 +8,10 @@ import io
 from analysis.plan import batching_name
 from analysis.rows import BREAKDOWN, COMPARED, DESCRIBED
 from analysis.verdict_text import headline, notes, vs_text
+from stack import knobs
 
-LABELS = {"ceiling_rows_per_s": "TF ceiling (in-process)", "achieved_qps": "QPS", "rows_per_s": "rows/s",
+LABELS = {"ceiling_rows_per_s": "TF ceiling (in-process, servers' cores)",
+          "ceiling_rows_per_s_pinned": "TF ceiling (in-process, one core)", "achieved_qps": "QPS", "rows_per_s": "rows/s",
           "efficiency": "of TF ceiling", "p50_ms": "P50 ms",
           "p90_ms": "P90 ms", "p99_ms": "P99 ms", "error_ratio": "errors", "rss_mib": "RSS MiB",
           "gpu_mib": "GPU MiB", "cpu_s_per_1k": "CPU s/1k req", "client_ms": "client", "transport_ms": "transport",
@@ -95,12 +97,14 @@ def markdown(rep: dict) -> str:
     out += ["", "## TensorFlow ceiling (in-process, the version's own runtime, no serving path)", "",
             "Mean ± 95% CI over fresh processes, one window each (two processes of one build differ more than "
             "two windows of one process)" + _pinned(rep) + "." + pip, "",
-            "| rows | version | TensorFlow | rows/s | CPU µs per call | vs base |", "|---|---|---|---|---|---|"]
-    for c in rep["ceiling"]:
+            "| rows | version | TensorFlow | cores | rows/s | CPU µs per call | vs base |", "|" + "---|" * 7]
+    for c in rep["ceiling"] + rep.get("ceiling_pinned", []):
         d = c.get("vs_baseline")
         vs = "baseline" if d is None else vs_text(d)
         cpu = _fmt(c["cpu_us_per_call"], 1) if c.get("cpu_us_per_call") else "n/a"  # runs before the field
-        out.append(f"| {c['rows_per_request']} | {c['version']} | {c['tensorflow']} | "
+        cores = c.get("cores") or []
+        where = "n/a" if not cores else f"one ({cores[0]})" if len(cores) == 1 else f"{len(cores)} (servers')"
+        out.append(f"| {c['rows_per_request']} | {c['version']} | {c['tensorflow']} | {where} | "
                    f"{_fmt(c['ceiling_rows_per_s'], 0)} | {cpu} | {vs} |")
     out += op_table(rep)
     out += ["", "## Max stable QPS (P99 <= SLA, errors < 1%)", ""]
@@ -130,14 +134,15 @@ def op_table(rep: dict) -> list:
     n = max(r["us_per_call"]["n"] for r in rows)
     out = ["", "## Where TensorFlow's time goes, op by op (in-process, traced)", "",
            f"Mean ± 95% CI of µs per call over {n} fresh processes per version (RunOptions FULL_TRACE step "
-           "statistics of the server's own Session callable, each node's run summed by op type); vs base is "
-           "Welch's test in the report's Holm family. Tracing's own cost is the last row: a traced call "
-           "against an untraced one in the same process.", "",
-           "| " + " | ".join(OP_HEADER) + " |", "|---|---|---|---|---|"]
+           "statistics of the server's own Session callable, each node's run summed by op type; a kernel that "
+           "computes an op under another name, oneDNN's _Mkl* or a grappler fusion, counts as that op and is named "
+           "beside it); vs base is Welch's test in the op table's own Holm family. Tracing's own cost is the last "
+           "row: a traced call against an untraced one in the same process.", "",
+           "| " + " | ".join(OP_HEADER) + " |", "|" + "---|" * len(OP_HEADER)]
     return out + ["| " + " | ".join(map(str, cells)) + " |" for cells in op_rows(rows)]
 
 
-OP_HEADER = ["rows", "op type", "version", "µs per call", "vs base"]
+OP_HEADER = ["rows", "op type", "version", "kernel", "µs per call", "vs base"]
 
 
 def op_rows(rows: list) -> list:
@@ -151,7 +156,8 @@ def op_rows(rows: list) -> list:
             d = r.get("vs_baseline")
             vs = "baseline" if d is None else (f"{d['diff']:+.1f} µs, " + vs_text(d) if d.get("diff") is not None
                                                else d["verdict"])
-        out.append([r["rows_per_request"], r["op"], r["version"], _fmt(r["us_per_call"], 1), vs])
+        kernels = ", ".join(k for k in r.get("kernels", []) if k != r["op"]) or "-"  # runs before grouping: none
+        out.append([r["rows_per_request"], r["op"], r["version"], kernels, _fmt(r["us_per_call"], 1), vs])
     return out
 
 
@@ -197,27 +203,45 @@ def _pinned(rep: dict) -> str:
         return ""
     only = next(iter(cores))
     used = ", ".join(map(str, only))
-    if len(only) > 1:  # analysis.ceiling.ceiling_core: thread counts are compared
+    threads = any(knobs.threads(tuple((s.get("knobs") or {}).items()))
+                  for s in ((rep.get("config") or {}).get("servers") or {}).values())
+    if len(only) > 1 and threads:  # analysis.ceiling.ceiling_core: thread counts are compared
         return (f", each on the servers' cores {used}: thread counts are compared, "
                 "and on one core they would measure only oversubscription (noisier than one pinned core)")
+    if len(only) > 1:
+        return (f", each on the servers' cores {used} with TensorFlow's thread pools sized by them, as a server "
+                "runs it" + ("; the rows on one core measure the kernels alone (quieter, blind to how a release's "
+                             "thread pools spread a call over the cores), a diagnostic outside the headline's Holm "
+                             "family" if rep.get("ceiling_pinned") else ""))
     return (f", each pinned to core {used}: TensorFlow's threads spread over "
             "several cores hand work across them on every op, slower and far noisier")
+
+
+def families(rep: dict) -> str:
+    """Which Holm family each verdict belongs to, and how many tests each holds."""
+    sizes = rep.get("families") or {"headline": rep["tests"]}  # runs before families: one
+    if len(sizes) == 1:
+        return f"All {rep['tests']} verdicts of this report are corrected together (Holm, family-wise 5%)."
+    return ("Verdicts are corrected (Holm, family-wise 5%) within three families: the headline, "
+            f"{sizes['headline']} tests (QPS, P99 and TF runtime per cell, the ceiling per row count); the diagnostics, "
+            f"{sizes['diagnostic']} (the breakdown's client, transport, server, front end and queue; the ceiling on one "
+            f"core); the op table, {sizes['op table']} (op types). The last two explain a headline difference and never "
+            "cost it its power.")
 
 
 def statistics(rep: dict) -> list:
     out = ["", "## How the verdicts are made", "",
            f"Means: Student's t interval (scipy, exact quantiles). Differences of means: Welch's t, degrees of "
            f"freedom unrounded. P99: Mann-Whitney U on the per-window P99s (exact permutation p-value), shift by "
-           f"Hodges-Lehmann. All {rep['tests']} verdicts of this report are corrected together (Holm, family-wise "
-           "5%); intervals are per comparison (95%), so an interval that excludes zero can still read \"no "
-           "significant difference (after Holm)\"."]
+           "Hodges-Lehmann. " + families(rep) + " Intervals are per comparison (95%), so an interval that excludes "
+           "zero can still read \"no significant difference (after Holm)\"."]
     for name, m in rep["mde"].items():
         label = LABELS.get(name, name)
         if m.get("min_repeats") and m["repeats"] < m["min_repeats"]:
             out.append(f"- {label}: with {m['repeats']} repeats no P99 difference can be significant among "
-                       f"{rep['tests']} comparisons; that needs at least {m['min_repeats']} repeats per version.")
+                       f"the {rep['tests']} headline comparisons; that needs at least {m['min_repeats']} repeats per version.")
         elif m.get("relative") is not None:
-            unit = "fresh processes per version" if name == "ceiling_rows_per_s" else "repeats"
+            unit = "fresh processes per version" if name.startswith("ceiling_rows_per_s") else "repeats"
             out.append(f"- {label}: differences under {m['relative']:.0%} cannot be told from noise with "
                        f"{m['repeats']} {unit} here (80% power at the strictest Holm level).")
     return out

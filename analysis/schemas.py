@@ -21,7 +21,8 @@ PROFILE = {"type": "object", "required": ["name", "concurrency", "rates", "windo
                           "rates": {"type": "array", "items": _NUM}, "window_s": _NUM, "warmup_s": _NUM,
                           "search_low": _NUM, "search_high": _NUM, "search_window_s": _NUM,
                           "search_probes": _INT, "sla_p99_ms": _NUM, "repeat": _INT, "ceiling_windows": _INT,
-                          "ceiling_window_s": _NUM, "optrace_processes": _INT, "optrace_calls": _INT}}
+                          "ceiling_window_s": _NUM, "ceiling_pinned_windows": _INT, "optrace_processes": _INT,
+                          "optrace_calls": _INT}}
 
 CONFIG = {"type": "object", "required": ["versions", "rows", "batching", "protocols", "profile", "repeat",
                                          "sla_p99_ms"],
@@ -30,7 +31,8 @@ CONFIG = {"type": "object", "required": ["versions", "rows", "batching", "protoc
                          "batching": {"type": "array", "items": {"type": ["boolean", "null"]}, "minItems": 1},
                          "protocols": {"type": "array", "items": {"enum": ["rest", "grpc"]}, "minItems": 1},
                          "profile": PROFILE, "repeat": _INT, "sla_p99_ms": _NUM, "runtime": _STR,
-                         "model": _STR, "prometheus": {"type": ["string", "null"]}, "servers": _OBJ}}
+                         "model": _STR, "model_for": _OBJ, "prometheus": {"type": ["string", "null"]},
+                         "servers": _OBJ}}
 
 CELL = {"type": "object",
         "required": ["version", "protocol", "rows", "batching", "mode", "level", "repeat", "start", "end",
@@ -39,7 +41,14 @@ CELL = {"type": "object",
                        "mode": _STR, "level": _NUM, "repeat": _INT, "start": _NUM, "end": _NUM,
                        "warmup_start": _NUM, "valid": {"type": "boolean"},
                        "client": {"type": "object", "required": ["seconds", "latency_ms"],
-                                  "properties": {"seconds": _NUM, "latency_ms": _OBJ}},
+                                  "properties": {"seconds": _NUM, "latency_ms": _OBJ, "sent": _INT, "ok": _INT,
+                                                 "completed": _INT, "errors": _OBJ, "error_ratio": _NUM,
+                                                 "achieved_qps": _NUM, "throughput_qps": _NUM,
+                                                 "concurrency": {}, "cpu_ratio": _NUM_OR_NULL,
+                                                 "client_cpu_ms_per_request": _NUM_OR_NULL,
+                                                 "invalid_reasons": {"type": "array"}, "valid": {"type": "boolean"}}},
+                       "client_warmup": {"type": ["object", "null"]}, "ok_hdr": {}, "server_error": _STR,
+                       "server_p99_bucket": {}, "container": {"type": ["object", "null"]},
                        "server": {"type": ["object", "null"]}, "breakdown": {"type": ["object", "null"]}}}
 
 COMPARE = {"type": "object",
@@ -51,6 +60,7 @@ COMPARE = {"type": "object",
                           "environment": {"type": "object", "required": ["runtime"]},
                           "cold_start": {"type": "object", "additionalProperties": _OBJ},
                           "ceiling": {"type": "object", "additionalProperties": _OBJ},
+                          "ceiling_pinned": {"type": "object", "additionalProperties": _OBJ}, "optrace": _OBJ,
                           "cells": {"type": "object", "additionalProperties": CELL},
                           "search": {"type": "object", "additionalProperties": _OBJ},
                           "activity": _OBJ, "preflight": _OBJ, "interrupted": _OBJ, "failed": _OBJ}}

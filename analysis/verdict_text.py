@@ -89,6 +89,7 @@ def headline(rep: dict) -> list:
                 parts.append(f"memory {rss[0] - rss[1]:+.0f} MiB RSS")
             out.append(f"**{v} vs {base}, {nrows} row{'s' if nrows > 1 else ''} per request, {proto}, batching "
                        f"{batching_name(batching)}:** " + "; ".join(parts) + ".")
+    pinned = {(c["version"], c["rows_per_request"]): c.get("vs_baseline") for c in rep.get("ceiling_pinned", [])}
     for c in rep["ceiling"]:
         d = c.get("vs_baseline")
         if not d or d.get("rel") is None:
@@ -99,10 +100,31 @@ def headline(rep: dict) -> list:
         else:
             claim = f"no significant difference from {base}'s ({fmt_pct(d['rel'])})"
         rows = f"{c['rows_per_request']} row{'s' if c['rows_per_request'] > 1 else ''}"
+        cores = c.get("cores") or []
+        where = "" if not cores else f" on the servers' {len(cores)} cores" if len(cores) > 1 else " pinned to one core"
         out.append(f"In-process at {rows} (no serving path), {c['version']}'s TensorFlow "
-                   f"({c['tensorflow']}) does {c['ceiling_rows_per_s']['mean']:,.0f} rows/s: {claim}.")
+                   f"({c['tensorflow']}) does {c['ceiling_rows_per_s']['mean']:,.0f} rows/s{where}: {claim}."
+                   + kernels_alone(d, pinned.get((c["version"], c["rows_per_request"]))))
     out += op_lines(rep)
     return out or ["No comparison: the run has one version or no finished measurement."]
+
+
+def kernels_alone(d: dict, p: dict | None) -> str:
+    """What the pinned one-core ceiling adds to the headline one: whether a difference lives in the kernels or in
+    how a release's thread pools spread a call over the cores (" On one core the two are equal (+0%): its thread
+    pools, not its kernels.")."""
+    if not p or p.get("rel") is None:
+        return ""
+    real, alone = d["verdict"] in ("faster", "slower"), p["verdict"] in ("faster", "slower")
+    if real and not alone:
+        return (f" On one core (kernels alone) the two are equal ({fmt_pct(p['rel'])}): the difference is in its "
+                "thread pools, not its kernels.")
+    if alone and not real:
+        return (f" On one core (kernels alone) it is {vs_text(p)}: its kernels differ, but with the thread pools "
+                "of these cores that does not show.")
+    if real and p["verdict"] != d["verdict"]:
+        return f" On one core (kernels alone) it is {vs_text(p)}: its thread pools turn the kernels' difference around."
+    return f" On one core (kernels alone): {vs_text(p)}." if real else ""
 
 
 def op_lines(rep: dict) -> list:
@@ -145,6 +167,9 @@ def notes(rep: dict) -> list:
                                                f"{describe(tuple(k.items()))}" for n, k in knobbed.items())
                    + ". Each setting is a server of its own, interleaved like versions; its ceiling runs with the "
                    "same setting.")
+    for n, path in sorted((rep["config"].get("model_for") or {}).items()):
+        out.append(f"> **Positive control**: {n} serves {path} (MODEL_B), not the model {rep['baseline_version']} "
+                   "serves: its verdicts must find that difference, or the protocol cannot see one of its size.")
     pythons = {v: c["python"] for v, c in (rep.get("_run") or {}).get("ceiling", {}).items() if c.get("python")}
     if rep["config"].get("runtime") == "local" and len(set(pythons.values())) > 1:
         # TF 2.6-2.11 have wheels for Python 3.9 only, the newest for 3.11: the drop-in's own front end

@@ -70,8 +70,9 @@ class DockerServing:
     kind = "docker"
 
     def __init__(self, registry, versions: list, model_path: str | None = None, cpus: list | None = None,
-                 log=print, startup_budget_s: float = START_BUDGET_S):
+                 log=print, startup_budget_s: float = START_BUDGET_S, model_for: dict | None = None):
         self.registry, self.versions, self.model_path, self.cpus, self.log = registry, versions, model_path, cpus, log
+        self.model_for = dict(model_for or {})  # as LocalServing's
         self.startup_budget_s = startup_budget_s
         self.servers = [local_server(v) for v in versions]  # the same loopback ports as the local runtime
         self._by_name = {v.name: v for v in versions}
@@ -99,6 +100,10 @@ class DockerServing:
             raise DockerError(f"image {ref} of TF Serving {v.name} is not on this engine: `docker pull {ref}`, or "
                               f"build offline ones with `make images VERSIONS=\"{v.key}\"` and "
                               "run its export lines") from None
+
+    def model_of(self, v) -> str | None:
+        """The model base a version's container serves (None: the example model)."""
+        return self.model_for.get(v.name, self.model_path)
 
     # ---- the container of one version ------------------------------------------------------
     def name(self, v) -> str:
@@ -141,7 +146,7 @@ class DockerServing:
 
     def _mode(self, v, batching: bool, batching_file=None, model_path=None) -> dict:
         return {"batching": bool(batching), "batching_file": str(Path(batching_file).resolve()) if batching_file else "",
-                "model": str(self._model_base(v, model_path or self.model_path).resolve()), "cpus": self.cpus or [],
+                "model": str(self._model_base(v, model_path or self.model_of(v)).resolve()), "cpus": self.cpus or [],
                 "image": image_for(v)}
 
     def _existing(self, v):
@@ -230,7 +235,8 @@ class DockerServing:
     def ceiling_command(self, server: Server) -> tuple:
         """TensorFlow in-process runs in the version's local venv on the host: the pip build of its
         release, not TF Serving's own (the report says so)."""
-        local = LocalServing(self.registry, [self._by_name[server.name]], self.model_path, log=lambda *_: None)
+        v = self._by_name[server.name]
+        local = LocalServing(self.registry, [v], self.model_of(v), log=lambda *_: None)
         return local.ceiling_command(server)
 
     def resources(self, server: Server) -> dict | None:

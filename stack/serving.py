@@ -87,10 +87,17 @@ class LocalServing:
     kind = "local"
 
     def __init__(self, registry, versions: list, model_path: str | None = None, cpus: list | None = None,
-                 log=print):
+                 log=print, model_for: dict | None = None):
+        """model_for: {server name: model base} where one server serves another model than the rest (a
+        calibration's positive control, MODEL_B)."""
         self.registry, self.versions, self.model_path, self.cpus, self.log = registry, versions, model_path, cpus, log
+        self.model_for = dict(model_for or {})
         self.servers = [local_server(v) for v in versions]
         self._by_name = {v.name: v for v in versions}
+
+    def model_of(self, v) -> str | None:
+        """The model base a version's server serves (None: the example model)."""
+        return self.model_for.get(v.name, self.model_path)
 
     def up(self, batching: bool) -> None:
         """Every server running in this batching mode (and placement); restarted where it differs."""
@@ -99,10 +106,11 @@ class LocalServing:
         with procs.state_lock(local.state_dir(), "compare"):
             for v in self.versions:
                 mode = local.running_mode(v)
+                model = self.model_of(v)
                 if mode is not None and (mode.get("batching") != batching or mode.get("cpus") != self.cpus or (
-                        self.model_path and mode.get("model") != str(Path(self.model_path).resolve()))):
+                        model and mode.get("model") != str(Path(model).resolve()))):
                     procs.stop(local.version_dir(v) / "modelserver.pid")
-                local.up_version(v, self.registry, model_path=self.model_path, batching=batching, cpus=self.cpus,
+                local.up_version(v, self.registry, model_path=model, batching=batching, cpus=self.cpus,
                                  log=lambda *_: None)
 
     def cold_start(self, server: Server, batching: bool) -> dict:
@@ -113,7 +121,7 @@ class LocalServing:
         with procs.state_lock(local.state_dir(), "compare"):
             procs.stop(local.version_dir(v) / "modelserver.pid")
             t0 = time.perf_counter()
-            local.up_version(v, self.registry, model_path=self.model_path, batching=batching, cpus=self.cpus,
+            local.up_version(v, self.registry, model_path=self.model_of(v), batching=batching, cpus=self.cpus,
                              log=lambda *_: None)
             t_avail = time.perf_counter()
         first = first_predict_ms(server)
@@ -128,7 +136,7 @@ class LocalServing:
         with procs.state_lock(local.state_dir(), "compare"):
             procs.stop(local.version_dir(v) / "modelserver.pid")
             local.up_version(v, self.registry, batching=batching, batching_file=batching_file,
-                             model_path=model_path or self.model_path, cpus=self.cpus, log=lambda *_: None)
+                             model_path=model_path or self.model_of(v), cpus=self.cpus, log=lambda *_: None)
 
     def resources(self, server: Server) -> None:
         """Processes, not containers: their memory and CPU come from the exporter through Prometheus."""
@@ -147,7 +155,8 @@ class LocalServing:
         from stack.venvs import ensure_venv, venv_python
 
         v = self._by_name[server.name]
-        base = check_base_path(self.model_path) if self.model_path else \
+        model = self.model_of(v)
+        base = check_base_path(model) if model else \
             ensure_example_model(v, self.registry, log=lambda *_: None)
         newest = max((d for d in base.iterdir() if re.fullmatch(r"[0-9]+", d.name) and (d / "saved_model.pb").exists()),
                      key=lambda d: int(d.name))
@@ -205,6 +214,7 @@ class ExternalServing:
     version of stack/versions.yaml (its local venv, on MODEL or the example model), else skipped."""
 
     kind = "external"
+    model_for: dict = {}  # every server serves what it was deployed with
 
     def __init__(self, servers: list, prometheus_url: str, registry, model_path: str | None = None,
                  model_name: str = "my_model"):
@@ -278,10 +288,10 @@ class ExternalServing:
 
 
 def serving_for(runtime: str, registry, versions: list, model_path: str | None = None, cpus: list | None = None,
-                log=print):
+                log=print, model_for: dict | None = None):
     """The Serving of a runtime picked by stack.runtime.pick_runtime ("local" or "docker")."""
     if runtime == "docker":
         from stack.docker_serving import DockerServing
 
-        return DockerServing(registry, versions, model_path, cpus=cpus, log=log)
-    return LocalServing(registry, versions, model_path, cpus=cpus, log=log)
+        return DockerServing(registry, versions, model_path, cpus=cpus, log=log, model_for=model_for)
+    return LocalServing(registry, versions, model_path, cpus=cpus, log=log, model_for=model_for)

@@ -1,7 +1,7 @@
 """KNOBS: each combination of TF settings is a server of its own, with its own ports, environment and flags."""
 import pytest
 
-from stack import knobs
+from stack import knobs, ports
 from stack.local import server_command
 from stack.registry import load_registry
 
@@ -19,7 +19,7 @@ def test_every_combination_of_every_version_is_a_named_server_on_its_own_ports()
     assert knobs.flags(v.knobs) == ["--tensorflow_intra_op_parallelism=2"]
     assert knobs.threads(v.knobs) == {"intra_op": 2}
     cmd = server_command("python", v, "models.config")
-    assert "--tensorflow_intra_op_parallelism=2" in cmd and f"--rest_api_port={v.ports.rest}" in cmd
+    assert "--tensorflow_intra_op_parallelism=2" in cmd and f"--rest_api_port={ports.rest(v)}" in cmd
 
 
 def test_no_knobs_leaves_the_versions_as_they_are():
@@ -55,10 +55,13 @@ def test_a_thread_knob_gives_the_ceiling_the_servers_cores_and_the_report_says_s
     on_cores = SimpleNamespace(cpus=[2, 3])  # an isolated placement's server cores
     _, onednn = knobs.expand(reg, reg.select("2.9"), "onednn=0,1")
     _, threads = knobs.expand(reg, reg.select("2.9"), "intra_op=1,4")
-    assert ceiling_core(on_cores, reg.select("2.9")) == [3]
-    assert ceiling_core(on_cores, onednn) == [3]
-    assert ceiling_core(on_cores, threads) == [2, 3]
+    assert ceiling_core(on_cores, reg.select("2.9"), pin=True) == [3]  # the "kernels alone" diagnostic
+    assert ceiling_core(on_cores, onednn, pin=True) == [3]
+    assert ceiling_core(on_cores, threads, pin=True) == [2, 3]
+    assert ceiling_core(on_cores, reg.select("2.9")) == [2, 3]  # the headline: as the servers run
     one = {"_run": {"ceiling": {"a": {"cores": [3]}, "b": {"cores": [3]}}}}
     both = {"_run": {"ceiling": {"a": {"cores": [2, 3]}, "b": {"cores": [2, 3]}}}}
     assert _pinned(one).startswith(", each pinned to core 3:")
+    assert _pinned(both).startswith(", each on the servers' cores 2, 3 with TensorFlow's thread pools sized by them")
+    both["config"] = {"servers": {"a": {"knobs": {"intra_op": "1"}}, "b": {"knobs": {"intra_op": "4"}}}}
     assert _pinned(both).startswith(", each on the servers' cores 2, 3: thread counts are compared")
