@@ -29,7 +29,8 @@ status: setup
 load: setup                     ## make load VERSION=2.9 RATE=500 DURATION=60s | CONCURRENCY=32 | STEPS="50 200 500"
 	$(PY) -m loadgen run --versions "$(VERSIONS)" $(if $(PROTOCOL),--protocol $(PROTOCOL)) \
 	  $(if $(RATE),--rate $(RATE)) $(if $(CONCURRENCY),--concurrency $(CONCURRENCY)) \
-	  $(if $(STEPS),--steps "$(STEPS)") $(if $(DURATION),--duration $(DURATION)) $(if $(SCENARIO),--scenario $(SCENARIO))
+	  $(if $(STEPS),--steps "$(STEPS)") $(if $(DURATION),--duration $(DURATION)) $(if $(SCENARIO),--scenario $(SCENARIO)) \
+	  $(if $(API),--api $(API)) $(if $(SIGNATURE),--signature $(SIGNATURE)) $(if $(MODEL),--model-path $(MODEL))
 
 watch: setup                    ## live terminal view of the comparison panels (Ctrl-C to leave)
 	$(PY) -m stack watch

@@ -27,9 +27,12 @@ def settings_from(a, versions: list):
     if repeat < 1:
         raise ValueError(f"REPEAT must be >= 1, got {repeat}")
     sla = plan.parse_sla(a.sla_ms) or profile.sla_p99_ms
+    if a.api not in ("auto", "predict", "classify", "regress", "multi"):
+        raise ValueError(f"API must be auto, predict, classify, regress or multi, got {a.api!r}")
     s = plan.Settings(tuple(v.name for v in versions), plan.parse_rows(a.rows),
                       plan.parse_choice(a.batching, "BATCHING", plan.BATCHING),
-                      plan.parse_choice(a.protocol, "PROTOCOL", plan.PROTOCOLS), profile, repeat, sla)
+                      plan.parse_choice(a.protocol, "PROTOCOL", plan.PROTOCOLS), profile, repeat, sla,
+                      a.api, a.signature, a.request_count)
     return s
 
 
@@ -95,7 +98,9 @@ def _compare(a, reg, versions, log=print, model_for: dict | None = None) -> int:
               file=sys.stderr)
         raise
     except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, OSError) as e:  # one line, with the run
-        raise RuntimeError(f"{e} (run {run_id} is saved as failed; `make compare ... RUN={run_id}` resumes it)") from None
+        failed = RuntimeError(f"{e} (run {run_id} is saved as failed; `make compare ... RUN={run_id}` resumes it)")
+        failed.exit_code = getattr(e, "exit_code", 2)
+        raise failed from None
     log(f"measured in {time.time() - t0:.0f}s; run id {run['run_id']}")
     rep = write(run["run_id"])
     print(open(rep["files"]["md"]).read())
@@ -299,6 +304,11 @@ def main(argv=None) -> int:
         sp.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
         sp.add_argument("--run", default=os.environ.get("RUN", ""), help="resume this run id")
         sp.add_argument("--model", default=os.environ.get("MODEL", ""))
+        sp.add_argument("--api", default=os.environ.get("API", "auto"),
+                        help="predict, classify, regress or multi (default: auto, the signature's method_name)")
+        sp.add_argument("--signature", default=os.environ.get("SIGNATURE", "serving_default"))
+        sp.add_argument("--request-count", type=number(1, 100_000, integer=True, name="REQUEST_COUNT"),
+                        default=os.environ.get("REQUEST_COUNT", "64"), help="distinct requests, cycled (default: 64)")
     bi = sub.add_parser("bisect", help="the TensorFlow release between two versions where the ceiling changed")
     bi.add_argument("--from", dest="from_version", default=os.environ.get("FROM", "2.9"))
     bi.add_argument("--to", dest="to_version", default=os.environ.get("TO", "2.21"))

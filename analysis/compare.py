@@ -11,12 +11,13 @@ Statistics and PromQL are done by analysis.report.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 from analysis import ceiling, counters, optable, plan, resume, runstore, schemas
 from analysis.plan import Settings
 from loadgen import stopping
-from loadgen.app import build_payloads, check_writable, measure
+from loadgen.app import ServerRefused, build_payloads, check_writable, measure
 from loadgen.cli import new_run_id
 from loadgen.scenario import Load, Payload, Scenario, Target, check
 from loadgen.search import search_one
@@ -45,14 +46,35 @@ def wait_scraped(prom: str, names: list, timeout_s: float = 30) -> None:
     raise RuntimeError(f"Prometheus at {prom} does not scrape all of {names} after {timeout_s:.0f}s")
 
 
+def requests_of(serving, server, settings: Settings) -> Payload:
+    """What a server's windows send: the settings' API and number of distinct requests, built from the model it
+    serves (the parse spec of tf.Example inputs is read from its graph where this machine has it)."""
+    where = serving.model_dir(server)
+    return Payload(count=settings.requests, api=settings.api, model_dir=str(where) if where else "")
+
+
+def first_request(serving, settings: Settings):
+    """For a cold start: the first request of the server's own request set, over REST (path suffix, body)."""
+    def probe(server) -> tuple:
+        api = "auto" if settings.api == "multi" else settings.api  # MultiInference has no REST API
+        s = scenario(server, "rest", "closed", 1, settings.profile, "cold-start", settings.rows[0],
+                     requests=dataclasses.replace(requests_of(serving, server, settings), count=1, api=api),
+                     signature=settings.signature)
+        reqs = build_payloads(s)[s.targets[0].name]
+        return reqs.rest_path, reqs.bodies[0]
+    return probe
+
+
 def scenario(server, protocol: str, mode: str, level, p, run_id: str, rows: int = 1,
-             sla_p99_ms: float | None = None) -> Scenario:
+             sla_p99_ms: float | None = None, requests: Payload | None = None, signature: str = "serving_default"
+             ) -> Scenario:
     host, port = server.address(protocol)
     load = Load(mode=mode, concurrency=int(level) if mode == "closed" else 1,
                 rate=float(level) if mode != "closed" else 0.0, duration=p.window_s, warmup=p.warmup_s,
                 min_requests=20)
-    s = Scenario(targets=[Target(server.name, protocol, host, port, model=server.model)], load=load,
-                 payload=Payload(batch_size=rows), name="compare", run_id=run_id,
+    payload = dataclasses.replace(requests or Payload(), batch_size=rows)
+    s = Scenario(targets=[Target(server.name, protocol, host, port, model=server.model, signature=signature)],
+                 load=load, payload=payload, name="compare", run_id=run_id,
                  metrics_port=ports.port(ports.LOADGEN), linger=0)
     # On a small box the server's threads share the cores with the client, so the scheduler is sometimes
     # descheduled for 10+ ms; latency is measured from the intended send time anyway, so a lag bound of
@@ -80,9 +102,9 @@ class Edges:
         return {"warmup": counters.delta(r["start"], r["warmup"]), "steady": counters.delta(r["warmup"], r["steady"])}
 
 
-def measure_cell(c: dict, server, settings: Settings, run_id: str, payload: bytes, log_prefix: str = "") -> dict:
+def measure_cell(c: dict, server, settings: Settings, run_id: str, payload, log_prefix: str = "") -> dict:
     s = scenario(server, c["protocol"], c["mode"], c["level"], settings.profile, run_id, c["rows"],
-                 settings.sla_p99_ms)
+                 settings.sla_p99_ms, signature=settings.signature)
     edges = Edges(server.metrics_url)
     summary = measure(s, {s.targets[0].name: payload}, boundary=edges)
     t = summary["targets"][0]
@@ -98,6 +120,14 @@ def measure_cell(c: dict, server, settings: Settings, run_id: str, payload: byte
     out["breakdown"] = counters.breakdown(steady, st["latency_ms"].get("avg")) if steady else None
     out["server_p99_bucket"] = counters.quantile_bucket(steady["request_buckets"], 0.99) if steady else None
     return out
+
+
+def refused(name: str, m: dict) -> None:
+    """A server that answers with errors (no success, or more than the load's error budget) measures nothing:
+    stop now, with what it said, instead of averaging its errors into minutes of verdicts."""
+    why = [r for r in m["client"]["invalid_reasons"] if r.startswith("no successful request") or "failed (above" in r]
+    if why:
+        raise ServerRefused(f"{name} refused the requests of a window: {why[0]}")
 
 
 def container_usage(before: dict, after: dict | None, seconds: float) -> dict | None:
@@ -154,7 +184,7 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
         for s in serving.servers if batching == settings.batching[0] and serving.kind != "external" else []:
             if s.name not in run["cold_start"]:
                 t0 = time.time()
-                run["cold_start"][s.name] = cs = serving.cold_start(s, batching)
+                run["cold_start"][s.name] = cs = serving.cold_start(s, batching, first_request(serving, settings))
                 _busy(run, [s.name], t0)
                 log(f"  cold start {s.name}: AVAILABLE after {cs['to_available_s']:.1f}s, first predict "
                     f"{cs['first_request_ms']:.1f} ms")
@@ -176,8 +206,11 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
             server = by_name[c["version"]]
             pkey = (server.name, c["protocol"], c["rows"])
             if pkey not in payloads:
-                s = scenario(server, c["protocol"], c["mode"], c["level"], settings.profile, run_id, c["rows"])
+                s = scenario(server, c["protocol"], c["mode"], c["level"], settings.profile, run_id, c["rows"],
+                             requests=requests_of(serving, server, settings), signature=settings.signature)
                 payloads[pkey] = build_payloads(s)[s.targets[0].name]
+                log(f"  requests of {server.name}/{c['protocol']}, {c['rows']} rows: {payloads[pkey].api}, "
+                    f"{payloads[pkey].source}")
             idle_since = last_seen.get(server.name)
             if idle_since is not None:  # the server idle on both edges of its Prometheus samples
                 time.sleep(max(0.0, idle_since + IDLE_EDGE_S - time.time()))
@@ -193,6 +226,7 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
             run["cells"][plan.key(c)] = m
             runstore.save(run)
             log(f"  [{len(run['cells'])}/{len(plan.cells(settings))}] rep {c['repeat'] + 1} " + _describe(c, m))
+            refused(server.name, m)
         _search(run, settings, serving, by_name, batching, payloads, run_id, log)
     time.sleep(IDLE_EDGE_S)  # a Prometheus sample after the last cell, for the reconciliation
 
@@ -234,6 +268,8 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
     except Exception as e:  # a server that would not start, a disk, a bug: said once, the run kept resumable
         run["status"], run["failed"] = "failed", {"error": str(e) or type(e).__name__, "at": time.time()}
         runstore.save(run)
+        if not hasattr(e, "exit_code"):  # servers were started: a server or its result failed (3), no usage error
+            e.exit_code = 3
         raise
     run["status"] = "done"
     run["finished"] = time.time()
@@ -256,7 +292,8 @@ def _search(run, settings: Settings, serving, by_name, batching: bool, payloads,
     p = settings.profile
     for k, name, proto, rows in _search_todo(run, settings, batching):
         server = by_name[name]
-        s = scenario(server, proto, "poisson", p.search_low, p, run_id, rows, settings.sla_p99_ms)
+        s = scenario(server, proto, "poisson", p.search_low, p, run_id, rows, settings.sla_p99_ms,
+                     requests=requests_of(serving, server, settings), signature=settings.signature)
         s.load.duration, s.metrics_port = p.search_window_s, 0
         s._sla_p99_ms, s._sla_errors = settings.sla_p99_ms, 0.01
         log(f"  max stable QPS of {name}/{proto}, {rows} rows, batching {plan.batching_name(batching)} "

@@ -24,11 +24,15 @@ class Settings:
     profile: Profile
     repeat: int
     sla_p99_ms: float
+    api: str = "auto"                   # TF Serving's API: the signature's method_name, or named (loadgen/requestset.py)
+    signature: str = "serving_default"
+    requests: int = 64                  # distinct requests per (server, protocol, rows), cycled
 
     def as_dict(self) -> dict:
         return {"versions": list(self.versions), "rows": list(self.rows), "batching": list(self.batching),
                 "protocols": list(self.protocols), "profile": dataclasses.asdict(self.profile),
-                "repeat": self.repeat, "sla_p99_ms": self.sla_p99_ms}
+                "repeat": self.repeat, "sla_p99_ms": self.sla_p99_ms, "api": self.api, "signature": self.signature,
+                "requests": self.requests}
 
 
 def parse_rows(text: str) -> tuple:

@@ -74,6 +74,8 @@ def build(run: dict, prom_by_key: dict) -> dict:
                  for v in versions for r in run["config"]["rows"]}
     groups: dict = {}
     for k, cell in run["cells"].items():
+        if not cell.get("valid", True):  # never averaged into a verdict: the report lists it (reconciliation)
+            continue
         vals = cell_values(cell, prom_by_key.get(k, {}), ceil_mean.get((cell["version"], cell["rows"])))
         groups.setdefault((group(cell), cell["version"]), []).append((vals, cell.get("server_p99_bucket")))
     order = {v: i for i, v in enumerate(versions)}

@@ -31,7 +31,7 @@ CONFIG = {"type": "object", "required": ["versions", "rows", "batching", "protoc
                          "batching": {"type": "array", "items": {"type": ["boolean", "null"]}, "minItems": 1},
                          "protocols": {"type": "array", "items": {"enum": ["rest", "grpc"]}, "minItems": 1},
                          "profile": PROFILE, "repeat": _INT, "sla_p99_ms": _NUM, "runtime": _STR,
-                         "model": _STR, "model_for": _OBJ, "prometheus": {"type": ["string", "null"]},
+                         "model": _STR, "model_for": _OBJ, "api": _STR, "signature": _STR, "requests": _INT, "prometheus": {"type": ["string", "null"]},
                          "servers": _OBJ}}
 
 CELL = {"type": "object",

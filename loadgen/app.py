@@ -12,6 +12,8 @@ import threading
 
 from fileio.atomic import WriteError
 from loadgen import payload as payload_mod
+from loadgen import requestset
+from loadgen.examples import SpecError
 from loadgen import stopping
 from loadgen.exposition import LoadgenCollector, serve_metrics, stop_metrics
 from loadgen.record import Recorder
@@ -26,6 +28,11 @@ class RunError(RuntimeError):
 
 class ServerUnreachable(RunError):
     """No server answered before the run: the result is invalid (exit 3), not a usage error."""
+    exit_code = 3
+
+
+class ServerRefused(RunError):
+    """A server answered, but refused the requests (no success, or errors above the budget): exit 3."""
     exit_code = 3
 
 
@@ -54,15 +61,30 @@ def check_writable(path: str) -> None:
 
 
 def build_payloads(s) -> dict:
-    out = {}
+    """{target name: RequestSet}: each target's distinct requests, pre-serialized."""
+    out, p = {}, s.payload
     for t in s.targets:
         try:
-            out[t.name] = payload_mod.build(t, s.payload.batch_size, s.payload.seed, s.payload.file)
+            out[t.name] = requestset.build(t, p.batch_size, p.seed, p.count, model_version_dir(p.model_dir), p.api,
+                                           p.file)
         except payload_mod.Unreachable as e:
             raise ServerUnreachable(str(e)) from None
-        except payload_mod.TargetError as e:
+        except (payload_mod.TargetError, SpecError) as e:
             raise RunError(str(e)) from None
     return out
+
+
+def model_version_dir(path: str) -> str:
+    """A model base (<base>/<n>/saved_model.pb) or a version directory -> the newest version directory."""
+    if not path or os.path.exists(os.path.join(path, "saved_model.pb")):
+        return path
+    try:
+        versions = [d for d in os.listdir(path) if d.isdigit() and os.path.exists(os.path.join(path, d, "saved_model.pb"))]
+    except OSError as e:
+        raise RunError(f"cannot read model path {path}: {e.strerror}") from None
+    if not versions:
+        raise RunError(f"{path} holds no SavedModel (<n>/saved_model.pb)")
+    return os.path.join(path, max(versions, key=int))
 
 
 def install_loop(s) -> None:

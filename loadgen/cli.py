@@ -41,9 +41,17 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
     a("--min-requests", type=int, help=f"fewer makes the result invalid (default: {ld.min_requests})")
     a("--min-duration", help=f"a shorter window makes the result invalid (default: {ld.min_duration:g}s)")
     a("--timeout", help=f"per request (default: {ld.timeout:g}s)")
+    a("--error-budget", type=float, help="a window with a larger share of failed requests, or none successful, is "
+                                         f"invalid (exit 3; default: {ld.error_budget:g})")
     a("--max-connections", type=int, help=f"REST connections per target (default: {ld.max_connections})")
     a("--batch-size", type=int, help=f"rows per request (default: {pl.batch_size})")
-    a("--payload-file", help="a .npy or .json payload instead of random rows")
+    a("--payload-file", help="a .npy or .json payload instead of random rows (one request, sent again and again)")
+    a("--api", choices=["auto", "predict", "classify", "regress", "multi"],
+      help="the TF Serving API (default: auto, the signature's method_name; multi: gRPC MultiInference)")
+    a("--signature", help="the signature to drive (default: serving_default)")
+    a("--request-count", type=int, help=f"distinct requests, cycled in a seeded order (default: {pl.count})")
+    a("--model-path", help="the served SavedModel (base or version directory): tf.Example inputs are built from "
+                           "the feature spec of its graph, string features from its vocabulary assets")
     a("--seed", type=int, help=f"of the random payload and the Poisson schedule (default: {ld.seed})")
     a("--threshold", action="append", default=[], metavar="EXPR",
       help="k6-style pass/fail, repeatable: METRIC OP VALUE[:abort] with METRIC p50 p90 p95 p99 p999 avg max "
@@ -131,7 +139,8 @@ def scenario_from_args(args) -> Scenario:
     for flag, field in (("concurrency", "concurrency"), ("rate", "rate"), ("max_requests", "max_requests"),
                         ("min_requests", "min_requests"), ("max_connections", "max_connections"), ("seed", "seed"),
                         ("duration", "duration"), ("warmup", "warmup"), ("timeout", "timeout"),
-                        ("step_duration", "step_duration"), ("min_duration", "min_duration")):
+                        ("step_duration", "step_duration"), ("min_duration", "min_duration"),
+                        ("error_budget", "error_budget")):
         value = getattr(args, flag)
         if value is not None:
             setattr(ld, field, value)
@@ -150,6 +159,15 @@ def scenario_from_args(args) -> Scenario:
         s.payload.batch_size = args.batch_size
     if args.payload_file:
         s.payload.file = args.payload_file
+    if args.api:
+        s.payload.api = args.api
+    if args.request_count is not None:
+        s.payload.count = args.request_count
+    if args.model_path:
+        s.payload.model_dir = args.model_path
+    if args.signature:
+        for t in s.targets:
+            t.signature = args.signature
     if args.max_p99:
         s.thresholds.max_p99_ms = _ms(args.max_p99, "--max-p99")
     if args.max_error_ratio is not None:

@@ -14,6 +14,7 @@ import time
 
 from loadgen import http_client
 from loadgen.record import Recorder
+from loadgen.requestset import RequestSet, one
 
 
 class Phase:
@@ -28,16 +29,34 @@ class Phase:
         self.sent = 0
         self.sent_in_window = 0
 
-    def error(self, code: str, seconds: float) -> None:
+    def error(self, code: str, seconds: float, detail: str = "") -> None:
         self.err.record(seconds)
-        self.rec.error(self.labels, code)
+        self.rec.error(self.labels, code, detail)
+
+
+def request_set(reqs) -> RequestSet:
+    return one(reqs) if isinstance(reqs, bytes) else reqs  # one body: a set of one
+
+
+class Requests:
+    """A request set's bodies in their seeded cycle: next() is a list lookup (constant work per request)."""
+
+    def __init__(self, reqs: RequestSet, prepare=bytes, seed: int = 1):
+        self.items = [prepare(b) for b in reqs.bodies]
+        self.order, self.i = reqs.order(seed), -1
+
+    def next(self):
+        self.i = (self.i + 1) % len(self.order)
+        return self.items[self.order[self.i]]
 
 
 class RestDriver:
-    def __init__(self, target, payload: bytes, rec: Recorder, timeout: float, max_connections: int,
-                 check_body: bool = True):
+    def __init__(self, target, reqs, rec: Recorder, timeout: float, max_connections: int,
+                 check_body: bool = True, seed: int = 1):
         self.t, self.rec, self.timeout = target, rec, timeout
-        self.request = http_client.build_request(target.host, target.port, self._path(), payload)
+        reqs = request_set(reqs)
+        path = self._path() + reqs.rest_path
+        self.requests = Requests(reqs, lambda b: http_client.build_request(target.host, target.port, path, b), seed)
         self.max_connections, self.check_body = max_connections, check_body
         self.idle = collections.deque()
         self.nconns = 0
@@ -47,7 +66,7 @@ class RestDriver:
 
     def _path(self) -> str:
         t = self.t
-        return f"/v1/models/{t.model}" + (f"/versions/{t.model_version}" if t.model_version else "") + ":predict"
+        return f"/v1/models/{t.model}" + (f"/versions/{t.model_version}" if t.model_version else "")
 
     async def _connect(self):
         self.nconns += 1
@@ -72,7 +91,7 @@ class RestDriver:
         self.in_flight += 1
         phase.sent += 1
         self.busy[conn] = (start, phase, on_finish)
-        conn.send(self.request, lambda status, err: self._done(conn, status, err))
+        conn.send(self.requests.next(), lambda status, err: self._done(conn, status, err))
 
     def _done(self, conn, status: int, err: str) -> None:
         start, phase, on_finish = self.busy.pop(conn)
@@ -81,7 +100,8 @@ class RestDriver:
         if not err:
             phase.ok.record(elapsed)
         else:
-            phase.error(str(status) if err == "http" else err, elapsed)
+            phase.error(str(status) if err == "http" else err, elapsed,
+                        conn.error_detail.decode(errors="replace") if err == "http" else "")
         if conn.closed:
             self.nconns -= 1
             self.reconnects += 1
@@ -169,8 +189,6 @@ class RestDriver:
         self.idle.clear()
 
 
-PREDICT = "/tensorflow.serving.PredictionService/Predict"
-
 
 class GrpcDriver:
     """gRPC Predict with raw bytes (no per-request proto work on the client).
@@ -181,16 +199,18 @@ class GrpcDriver:
     about 15% more requests/s at concurrency 1). The threads hand their results to the event
     loop through a deque, which it records from, so every series is still written by one thread."""
 
-    def __init__(self, target, payload: bytes, rec: Recorder, timeout: float, channels: int = 4):
+    def __init__(self, target, reqs, rec: Recorder, timeout: float, channels: int = 4, seed: int = 1):
         import grpc
 
         self.grpc = grpc
-        self.t, self.payload, self.rec, self.timeout = target, payload, rec, timeout
+        self.t, self.rec, self.timeout = target, rec, timeout
+        reqs = request_set(reqs)
+        self.requests, self.method = Requests(reqs, seed=seed), reqs.grpc_path
         self.n_channels = channels
         self.channels = [grpc.aio.insecure_channel(f"{target.host}:{target.port}",
                                                    options=[("grpc.use_local_subchannel_pool", 1)])
                          for _ in range(channels)]
-        self.calls = [ch.unary_unary(PREDICT) for ch in self.channels]
+        self.calls = [ch.unary_unary(self.method) for ch in self.channels]
         self.sync_channels = []
         self.in_flight = 0
         self.reconnects = 0
@@ -210,10 +230,10 @@ class GrpcDriver:
         self.in_flight += 1
         phase.sent += 1
         try:
-            await call(self.payload, timeout=self.timeout)
+            await call(self.requests.next(), timeout=self.timeout)
             phase.ok.record(time.perf_counter() - start)
         except self.grpc.aio.AioRpcError as e:
-            phase.error(self._code(e), time.perf_counter() - start)
+            phase.error(self._code(e), time.perf_counter() - start, e.details() or "")
         finally:
             self.in_flight -= 1
 
@@ -225,7 +245,7 @@ class GrpcDriver:
             self.sync_channels = [self.grpc.insecure_channel(f"{self.t.host}:{self.t.port}",
                                                              options=[("grpc.use_local_subchannel_pool", 1)])
                                   for _ in range(self.n_channels)]
-        calls = [ch.unary_unary(PREDICT) for ch in self.sync_channels]
+        calls = [ch.unary_unary(self.method) for ch in self.sync_channels]
         results, lock, budget = collections.deque(), threading.Lock(), [max_requests or -1]
         stop = threading.Event()  # set when the phase is cancelled (a signal): users end after their call
 
@@ -238,20 +258,21 @@ class GrpcDriver:
                     budget[0] -= 1
                     self.in_flight += 1
                     phase.sent += 1
+                    body = self.requests.next()
                 t0 = perf()
                 try:
-                    call(self.payload, timeout=self.timeout)
-                    results.append(("", perf() - t0))
+                    call(body, timeout=self.timeout)
+                    results.append(("", perf() - t0, ""))
                 except self.grpc.RpcError as e:
-                    results.append((self._code(e), perf() - t0))
+                    results.append((self._code(e), perf() - t0, e.details() or ""))
                 with lock:
                     self.in_flight -= 1
 
         def drain() -> None:
             while results:
-                code, seconds = results.popleft()
+                code, seconds, detail = results.popleft()
                 if code:
-                    phase.error(code, seconds)
+                    phase.error(code, seconds, detail)
                 else:
                     phase.ok.record(seconds)
 

@@ -13,7 +13,7 @@ import asyncio
 import errno
 import socket
 
-OK_MARKERS = (b'"predictions"', b'"outputs"')
+OK_MARKERS = (b'"predictions"', b'"outputs"', b'"result"')  # predict (row, columnar), classify/regress
 
 
 def classify_os_error(exc: BaseException) -> str:
@@ -32,7 +32,7 @@ class HttpConnection(asyncio.Protocol):
     """
 
     __slots__ = ("transport", "buf", "done", "closed", "want", "status", "keep_alive", "chunked", "check_body",
-                 "body_start")
+                 "body_start", "error_detail")
 
     def __init__(self, check_body: bool = True):
         self.transport = None
@@ -41,7 +41,7 @@ class HttpConnection(asyncio.Protocol):
         self.closed = False
         self.want = -1
         self.check_body = check_body
-
+        self.error_detail = b""  # the start of the last non-2xx answer's body: what the server said
     def connection_made(self, transport):
         self.transport = transport
         sock = transport.get_extra_info("socket")
@@ -93,6 +93,7 @@ class HttpConnection(asyncio.Protocol):
         status, buf, start = self.status, self.buf, self.body_start
         if status >= 300:
             err = "http"
+            self.error_detail = bytes(buf[start:min(end, start + 300)])  # errors only: the hot path copies nothing
         elif self.check_body and all(buf.find(m, start, start + 256) < 0 for m in OK_MARKERS):
             err = "invalid_response"
         else:

@@ -31,31 +31,47 @@ class Unreachable(TargetError):
     """No server answered at the target's address (the README's exit 3, not a usage error)."""
 
 
+MAX_METADATA_BYTES = 64 * 2**20  # a model's metadata beyond this is no metadata (a server answering garbage)
+
+
 def _model_path(t: Target) -> str:
     return f"/v1/models/{t.model}" + (f"/versions/{t.model_version}" if t.model_version else "")
 
 
-def fetch_signature(t: Target, timeout: float = 10.0) -> dict:
-    """{input name: (dtype name, [dims])} of the target's signature."""
+def fetch_signatures(t: Target, timeout: float = 10.0) -> dict:
+    """{signature name: {"method": "tensorflow/serving/predict", "inputs": {input name: (dtype name, [dims])}}}
+    of the target's model, from its metadata (REST GET .../metadata or gRPC GetModelMetadata)."""
     if t.protocol == "rest":
         url = f"http://{t.host}:{t.port}{_model_path(t)}/metadata"
         try:
             with urllib.request.urlopen(url, timeout=timeout) as r:
-                meta = json.load(r)
+                meta = json.loads(r.read(MAX_METADATA_BYTES + 1)[:MAX_METADATA_BYTES])
         except urllib.error.HTTPError as e:
-            raise TargetError(f"{t.name}: {url} answered {e.code}: {e.read()[:200].decode(errors='replace')}") from None
+            raise TargetError(f"{t.name}: {url} answered {e.code}: {e.read(200).decode(errors='replace')}") from None
         except (OSError, ValueError) as e:
             raise Unreachable(f"{t.name}: cannot reach {url}: {getattr(e, 'reason', e)}") from None
         sigs = meta.get("metadata", {}).get("signature_def", {}).get("signature_def", {})
-        if t.signature not in sigs:
-            raise TargetError(f"{t.name}: model {t.model!r} has no signature {t.signature!r} "
-                              f"(it has: {', '.join(sorted(s for s in sigs if not s.startswith('__')))})")
-        return {k: (v.get("dtype", "DT_INVALID"), [int(d.get("size", -1)) for d in v.get("tensor_shape", {}).get("dim", [])])
-                for k, v in sigs[t.signature].get("inputs", {}).items()}
-    return _fetch_signature_grpc(t, timeout)
+        return {name: {"method": sig.get("method_name", ""),
+                       "inputs": {k: (v.get("dtype", "DT_INVALID"),
+                                      [int(d.get("size", -1)) for d in v.get("tensor_shape", {}).get("dim", [])])
+                                  for k, v in sig.get("inputs", {}).items()}}
+                for name, sig in sigs.items()}
+    return _fetch_signatures_grpc(t, timeout)
 
 
-def _fetch_signature_grpc(t: Target, timeout: float) -> dict:
+def fetch_signature(t: Target, timeout: float = 10.0) -> dict:
+    """{input name: (dtype name, [dims])} of the target's signature."""
+    return signature_of(t, fetch_signatures(t, timeout))["inputs"]
+
+
+def signature_of(t: Target, sigs: dict) -> dict:
+    if t.signature not in sigs:
+        raise TargetError(f"{t.name}: model {t.model!r} has no signature {t.signature!r} "
+                          f"(it has: {', '.join(sorted(s for s in sigs if not s.startswith('__')))})")
+    return sigs[t.signature]
+
+
+def _fetch_signatures_grpc(t: Target, timeout: float) -> dict:
     import grpc
 
     req = tfproto.GetModelMetadataRequest()
@@ -63,7 +79,8 @@ def _fetch_signature_grpc(t: Target, timeout: float) -> dict:
     if t.model_version:
         req.model_spec.version.value = t.model_version
     req.metadata_field.append("signature_def")
-    with grpc.insecure_channel(f"{t.host}:{t.port}") as ch:
+    with grpc.insecure_channel(f"{t.host}:{t.port}", options=[("grpc.max_receive_message_length",
+                                                                MAX_METADATA_BYTES)]) as ch:
         call = ch.unary_unary("/tensorflow.serving.PredictionService/GetModelMetadata",
                               request_serializer=lambda m: m.SerializeToString(),
                               response_deserializer=tfproto.GetModelMetadataResponse.FromString)
@@ -75,10 +92,10 @@ def _fetch_signature_grpc(t: Target, timeout: float) -> dict:
                                   f"{e.code().name}: {e.details()})") from None
             raise TargetError(f"{t.name}: GetModelMetadata at {t.host}:{t.port}: {e.code().name}: {e.details()}") from None
     sdm = tfproto.SignatureDefMap.FromString(resp.metadata["signature_def"].value)
-    if t.signature not in sdm.signature_def:
-        raise TargetError(f"{t.name}: model {t.model!r} has no signature {t.signature!r}")
-    return {k: (tfproto.DT_NAME.get(v.dtype, "DT_INVALID"), [d.size for d in v.tensor_shape.dim])
-            for k, v in sdm.signature_def[t.signature].inputs.items()}
+    return {name: {"method": sig.method_name,
+                   "inputs": {k: (tfproto.DT_NAME.get(v.dtype, "DT_INVALID"), [d.size for d in v.tensor_shape.dim])
+                              for k, v in sig.inputs.items()}}
+            for name, sig in sdm.signature_def.items()}
 
 
 def make_inputs(signature: dict, batch_size: int, seed: int, file: str = "") -> dict:

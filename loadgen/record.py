@@ -95,6 +95,7 @@ class Recorder:
     def __init__(self):
         self.series = {}
         self.errors = {}
+        self.first_detail = {}  # (labels..., code) -> what the server said the first time (its error text)
 
     def get(self, labels: tuple) -> Series:
         s = self.series.get(labels)
@@ -102,9 +103,11 @@ class Recorder:
             s = self.series[labels] = Series(labels)
         return s
 
-    def error(self, labels: tuple, code: str) -> None:
+    def error(self, labels: tuple, code: str, detail: str = "") -> None:
         key = labels + (code,)
         self.errors[key] = self.errors.get(key, 0) + 1
+        if detail and key not in self.first_detail:
+            self.first_detail[key] = " ".join(detail.split())[:200]
 
     def flush(self) -> None:
         for s in list(self.series.values()):

@@ -39,11 +39,12 @@ class Runner:
         self.progress, self.partial = progress, partial
         self.drivers = {}
         for t in scenario.targets:
+            reqs = payloads[t.name]
             if t.protocol == "rest":
-                self.drivers[t.name] = RestDriver(t, payloads[t.name], self.rec, scenario.load.timeout,
-                                                  scenario.load.max_connections)
+                self.drivers[t.name] = RestDriver(t, reqs, self.rec, scenario.load.timeout,
+                                                  scenario.load.max_connections, seed=scenario.load.seed)
             else:
-                self.drivers[t.name] = GrpcDriver(t, payloads[t.name], self.rec, scenario.load.timeout)
+                self.drivers[t.name] = GrpcDriver(t, reqs, self.rec, scenario.load.timeout, seed=scenario.load.seed)
         self.raw = {t.name: {"target": t, "phases": collections.OrderedDict()} for t in scenario.targets}
         self.phases = {}
         self.current = None
@@ -222,8 +223,10 @@ class Runner:
                 if partial:
                     p.sent_in_window = p.sent
                 errors = {k[-1]: v for k, v in self.rec.errors.items() if k[:3] == (t.version, t.protocol, name)}
+                details = {k[-1]: v for k, v in self.rec.first_detail.items() if k[:3] == (t.version, t.protocol, name)}
                 phases[name] = {**info, "ok_hdr": encode_hdr(p.ok.hdr), "lag_hdr": encode_hdr(p.lag.hdr),
-                                "ok_sum_s": p.ok.sum, "errors": errors, "sent": p.sent_in_window}
+                                "ok_sum_s": p.ok.sum, "errors": errors, "error_details": details,
+                                "sent": p.sent_in_window}
             reconnects = getattr(self.drivers[n], "reconnects", 0)
             out["targets"][n] = {"version": t.version, "protocol": t.protocol, "address": f"{t.host}:{t.port}",
                                  "model": t.model, "phases": phases, "reconnects": reconnects}

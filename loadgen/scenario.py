@@ -95,6 +95,7 @@ class Load:
     min_requests: int = 100
     min_duration: float = 1.0
     timeout: float = 5.0
+    error_budget: float = 0.01     # a window with more failed requests than this share (or none ok) is invalid
     max_connections: int = 256
     seed: int = 1
 
@@ -104,6 +105,9 @@ class Payload:
     batch_size: int = 1
     seed: int = 1
     file: str = ""
+    count: int = 64        # distinct requests, cycled in a seeded order (loadgen/requestset.py)
+    api: str = "auto"      # predict, classify, regress, multi; auto: the signature's method
+    model_dir: str = ""    # the SavedModel (base or version directory): the parse spec of tf.Example inputs
 
 
 @dataclasses.dataclass
@@ -196,7 +200,13 @@ def check(s: Scenario) -> Scenario:
     ld.max_requests = _number(ld.max_requests, "load.max_requests", integer=True, allow_zero=True)
     ld.min_requests = _number(ld.min_requests, "load.min_requests", integer=True, allow_zero=True)
     ld.max_connections = _number(ld.max_connections, "load.max_connections", integer=True)
+    ld.error_budget = _number(ld.error_budget, "load.error_budget", positive=False)
+    if not 0 <= ld.error_budget <= 1:
+        raise ScenarioError(f"load.error_budget must be a share of requests in 0..1, got {ld.error_budget:g}")
     s.payload.batch_size = _number(s.payload.batch_size, "payload.batch_size", integer=True)
+    s.payload.count = _number(s.payload.count, "payload.count", integer=True)
+    if s.payload.api not in ("auto", "predict", "classify", "regress", "multi"):
+        raise ScenarioError(f"payload.api must be auto, predict, classify, regress or multi, got {s.payload.api!r}")
     s.workers = _number(s.workers, "workers", integer=True)
     s.linger = parse_duration(s.linger, "linger")
     th = s.thresholds

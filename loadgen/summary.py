@@ -42,9 +42,21 @@ def merge_raw(raws: list) -> dict:
                 m["cpu_ratio"] = max(m["cpu_ratio"], info["cpu_ratio"])
                 for code, n in info["errors"].items():
                     m["errors"][code] = m["errors"].get(code, 0) + n
+                for code, text in info.get("error_details", {}).items():
+                    m.setdefault("error_details", {}).setdefault(code, text)
     return out
 
 
+
+
+def failed_requests(info: dict, ok: int, errors: int, budget: float) -> str:
+    """"no successful request: 3341 errors, 400 x3341: Could not parse example input ..." -- what the server
+    answered, in its own words (a result whose requests fail measures nothing)."""
+    details = info.get("error_details", {})
+    code, n = max(info["errors"].items(), key=lambda kv: kv[1])
+    said = f": {details[code]}" if details.get(code) else ""
+    head = "no successful request" if not ok else f"{errors / (ok + errors):.1%} of requests failed (above {budget:.0%})"
+    return f"{head}: {errors} errors, most {code} x{n}{said}"
 
 
 def phase_stats(info: dict, mode: str, s) -> dict:
@@ -81,6 +93,8 @@ def phase_stats(info: dict, mode: str, s) -> dict:
                            "below the offered rate by more than 1%")
         if lag["count"] and lag["p99"] > s.thresholds.max_send_lag_p99_ms:
             reasons.append(f"send lag P99 {lag['p99']:.2f} ms above {s.thresholds.max_send_lag_p99_ms:g} ms")
+    if completed and (not ok.total_count or errors / completed > s.load.error_budget):
+        reasons.append(failed_requests(info, ok.total_count, errors, s.load.error_budget))
     if completed < s.load.min_requests:
         reasons.append(f"too few requests ({completed} < {s.load.min_requests})")
     if secs < s.load.min_duration:

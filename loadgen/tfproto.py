@@ -56,6 +56,44 @@ _MESSAGES = {
     "tensorflow.serving.PredictResponse": [("outputs", 1, (STR, ".tensorflow.TensorProto"), None, True),
                                            ("model_spec", 2, MSG, ".tensorflow.serving.ModelSpec", False)],
     "tensorflow.serving.SignatureDefMap": [("signature_def", 1, (STR, ".tensorflow.SignatureDef"), None, True)],
+    # example.proto, feature.proto: what TFX/Estimator signatures parse
+    "tensorflow.BytesList": [("value", 1, BYTES, None, True)],
+    "tensorflow.FloatList": [("value", 1, F32, None, True)],
+    "tensorflow.Int64List": [("value", 1, I64, None, True)],
+    "tensorflow.Feature": [("bytes_list", 1, MSG, ".tensorflow.BytesList", False),
+                           ("float_list", 2, MSG, ".tensorflow.FloatList", False),
+                           ("int64_list", 3, MSG, ".tensorflow.Int64List", False)],
+    "tensorflow.Features": [("feature", 1, (STR, ".tensorflow.Feature"), None, True)],
+    "tensorflow.Example": [("features", 1, MSG, ".tensorflow.Features", False)],
+    # input.proto, classification.proto, regression.proto, inference.proto
+    "tensorflow.serving.ExampleList": [("examples", 1, MSG, ".tensorflow.Example", True)],
+    "tensorflow.serving.Input": [("example_list", 1, MSG, ".tensorflow.serving.ExampleList", False)],
+    "tensorflow.serving.ClassificationRequest": [("model_spec", 1, MSG, ".tensorflow.serving.ModelSpec", False),
+                                                 ("input", 2, MSG, ".tensorflow.serving.Input", False)],
+    "tensorflow.serving.RegressionRequest": [("model_spec", 1, MSG, ".tensorflow.serving.ModelSpec", False),
+                                             ("input", 2, MSG, ".tensorflow.serving.Input", False)],
+    "tensorflow.serving.InferenceTask": [("model_spec", 1, MSG, ".tensorflow.serving.ModelSpec", False),
+                                         ("method_name", 2, STR, None, False)],
+    "tensorflow.serving.MultiInferenceRequest": [("tasks", 1, MSG, ".tensorflow.serving.InferenceTask", True),
+                                                 ("input", 2, MSG, ".tensorflow.serving.Input", False)],
+    # saved_model.proto, meta_graph.proto, graph.proto, node_def.proto, attr_value.proto, function.proto: only
+    # the fields the load generator reads (a signature's parse spec); protobuf skips the rest of the file
+    "tensorflow.SavedModel": [("meta_graphs", 2, MSG, ".tensorflow.MetaGraphDef", True)],
+    "tensorflow.MetaGraphDef": [("graph_def", 2, MSG, ".tensorflow.GraphDef", False),
+                                ("signature_def", 5, (STR, ".tensorflow.SignatureDef"), None, True)],
+    "tensorflow.GraphDef": [("node", 1, MSG, ".tensorflow.NodeDef", True),
+                            ("library", 2, MSG, ".tensorflow.FunctionDefLibrary", False)],
+    "tensorflow.FunctionDefLibrary": [("function", 1, MSG, ".tensorflow.FunctionDef", True)],
+    "tensorflow.FunctionDef": [("node_def", 3, MSG, ".tensorflow.NodeDef", True)],
+    "tensorflow.NodeDef": [("name", 1, STR, None, False), ("op", 2, STR, None, False), ("input", 3, STR, None, True),
+                           ("attr", 5, (STR, ".tensorflow.AttrValue"), None, True)],
+    "tensorflow.AttrValue": [("list", 1, MSG, ".tensorflow.AttrValue.ListValue", False), ("s", 2, BYTES, None, False),
+                             ("i", 3, I64, None, False), ("type", 6, I32, None, False),
+                             ("shape", 7, MSG, ".tensorflow.TensorShapeProto", False),
+                             ("tensor", 8, MSG, ".tensorflow.TensorProto", False)],
+    "tensorflow.AttrValue.ListValue": [("s", 2, BYTES, None, True), ("i", 3, I64, None, True),
+                                       ("type", 6, I32, None, True),
+                                       ("shape", 7, MSG, ".tensorflow.TensorShapeProto", True)],
     "tensorflow.serving.GetModelMetadataRequest": [("model_spec", 1, MSG, ".tensorflow.serving.ModelSpec", False),
                                                    ("metadata_field", 2, STR, None, True)],
     "tensorflow.serving.GetModelMetadataResponse": [("model_spec", 1, MSG, ".tensorflow.serving.ModelSpec", False),
@@ -86,8 +124,8 @@ def _build() -> dict:
     for full, fields in _MESSAGES.items():
         package, _, name = full.rpartition(".")
         parent = None
-        if package.endswith("TensorShapeProto"):  # the nested Dim
-            package, parent = package.rpartition(".")[0], "TensorShapeProto"
+        if package.endswith(("TensorShapeProto", "AttrValue")):  # the nested Dim, ListValue
+            package, _, parent = package.rpartition(".")
         fdp = files.setdefault(package, descriptor_pb2.FileDescriptorProto(
             name=f"tfsb/{package}.proto", package=package, syntax="proto3",
             dependency=["google/protobuf/wrappers.proto", "google/protobuf/any.proto"]))
@@ -117,6 +155,11 @@ PredictRequest = _CLASSES["tensorflow.serving.PredictRequest"]
 PredictResponse = _CLASSES["tensorflow.serving.PredictResponse"]
 GetModelMetadataRequest = _CLASSES["tensorflow.serving.GetModelMetadataRequest"]
 GetModelMetadataResponse = _CLASSES["tensorflow.serving.GetModelMetadataResponse"]
+Example = _CLASSES["tensorflow.Example"]
+ClassificationRequest = _CLASSES["tensorflow.serving.ClassificationRequest"]
+RegressionRequest = _CLASSES["tensorflow.serving.RegressionRequest"]
+MultiInferenceRequest = _CLASSES["tensorflow.serving.MultiInferenceRequest"]
+SavedModel = _CLASSES["tensorflow.SavedModel"]
 
 
 def tensor_proto(arr: np.ndarray):

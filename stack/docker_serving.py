@@ -205,7 +205,7 @@ class DockerServing:
         v = self._by_name[server.name]
         self._start(v, self._mode(v, batching, batching_file, model_path))
 
-    def cold_start(self, server: Server, batching: bool) -> dict:
+    def cold_start(self, server: Server, batching: bool, first_request=None) -> dict:
         """Recreate the container; time container start -> AVAILABLE -> first successful predict."""
         v = self._by_name[server.name]
         mine, _ = self._existing(v)
@@ -219,7 +219,7 @@ class DockerServing:
         started = time.perf_counter()
         self._wait_available(v, container, started)
         t_avail = time.perf_counter()
-        first = first_predict_ms(server)
+        first = first_predict_ms(server, request=first_request(server) if first_request else None)
         return {"to_available_s": t_avail - started, "first_request_ms": first,
                 "to_first_predict_s": time.perf_counter() - started, "container_create_s": created - t0}
 
@@ -231,6 +231,11 @@ class DockerServing:
         monitoring.up_exporter(log=lambda *_: None)
         return monitoring.up_prometheus(self.registry, sla_p99_ms=sla_p99_ms, log=lambda *_: None,
                                         versions=self.versions)
+
+    def model_dir(self, server: Server):
+        """As LocalServing's (the host's copy of what the container mounts)."""
+        v = self._by_name[server.name]
+        return LocalServing(self.registry, [v], self.model_of(v), log=lambda *_: None).model_dir(server)
 
     def ceiling_command(self, server: Server) -> tuple:
         """TensorFlow in-process runs in the version's local venv on the host: the pip build of its

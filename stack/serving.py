@@ -14,9 +14,11 @@ LocalServing (processes), DockerServing (stack/docker_serving.py: containers), E
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import re
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -54,15 +56,34 @@ def local_server(version) -> Server:
                   knobs=version.knobs)
 
 
-def first_predict_ms(server: Server, timeout: float = 30) -> float:
-    """One predict with a single all-0.5 row of the example model's shape, over REST, timed."""
-    body = json.dumps({"instances": [[0.5] * 784]}).encode()
-    req = urllib.request.Request(f"http://{server.host}:{server.rest}/v1/models/{server.model}:predict", data=body,
-                                 headers={"Content-Type": "application/json"})
+class Refused(RuntimeError):
+    """A server that answered an inference request with an error, or closed the connection: exit 3."""
+    exit_code = 3
+
+
+def first_predict_ms(server: Server, timeout: float = 30, request: tuple | None = None) -> float:
+    """One inference request over REST, timed: request = (path suffix such as ":classify", JSON body), from
+    the model's request set; None: a single all-0.5 row of the example model's shape. An error answer is
+    Refused, with the server's own words."""
+    suffix, body = request or (":predict", json.dumps({"instances": [[0.5] * 784]}).encode())
+    url = f"http://{server.host}:{server.rest}/v1/models/{server.model}{suffix}"
+    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
     t0 = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        r.read()
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            r.read()
+    except urllib.error.HTTPError as e:
+        said = " ".join(e.read(300).decode(errors="replace").split())
+        raise Refused(f"{server.name} answered its first request ({url}) with HTTP {e.code}: {said}") from None
+    except (OSError, http.client.HTTPException) as e:
+        raise Refused(f"{server.name} did not answer its first request ({url}): {getattr(e, 'reason', e)}") from None
     return (time.perf_counter() - t0) * 1000
+
+
+def newest_version_dir(base: Path) -> Path:
+    """<base>/<n> with the largest n holding a saved_model.pb (TF Serving's default version policy)."""
+    return max((d for d in Path(base).iterdir() if re.fullmatch(r"[0-9]+", d.name) and (d / "saved_model.pb").exists()),
+               key=lambda d: int(d.name))
 
 
 def model_states(server: Server, timeout: float = 1.0) -> dict:
@@ -113,8 +134,9 @@ class LocalServing:
                 local.up_version(v, self.registry, model_path=model, batching=batching, cpus=self.cpus,
                                  log=lambda *_: None)
 
-    def cold_start(self, server: Server, batching: bool) -> dict:
-        """Restart one server and time process start -> AVAILABLE -> first successful predict."""
+    def cold_start(self, server: Server, batching: bool, first_request=None) -> dict:
+        """Restart one server and time process start -> AVAILABLE -> first successful request (first_request(server):
+        its (path suffix, body), built once the server answers its metadata; None: the example model's)."""
         from stack import local, procs
 
         v = self._by_name[server.name]
@@ -124,7 +146,7 @@ class LocalServing:
             local.up_version(v, self.registry, model_path=self.model_of(v), batching=batching, cpus=self.cpus,
                              log=lambda *_: None)
             t_avail = time.perf_counter()
-        first = first_predict_ms(server)
+        first = first_predict_ms(server, request=first_request(server) if first_request else None)
         return {"to_available_s": t_avail - t0, "first_request_ms": first,
                 "to_first_predict_s": time.perf_counter() - t0}
 
@@ -149,18 +171,22 @@ class LocalServing:
         monitoring.up_exporter(log=lambda *_: None)
         return monitoring.up_prometheus(self.registry, sla_p99_ms=sla_p99_ms, log=lambda *_: None)
 
-    def ceiling_command(self, server: Server) -> tuple:
-        """(python of the server's own TF venv, its model's newest version directory)."""
+    def model_dir(self, server: Server) -> Path:
+        """The newest version directory of the model the server serves (its requests' parse spec, the ceiling's
+        model)."""
         from models.prepare import check_base_path, ensure_example_model
-        from stack.venvs import ensure_venv, venv_python
 
         v = self._by_name[server.name]
         model = self.model_of(v)
-        base = check_base_path(model) if model else \
-            ensure_example_model(v, self.registry, log=lambda *_: None)
-        newest = max((d for d in base.iterdir() if re.fullmatch(r"[0-9]+", d.name) and (d / "saved_model.pb").exists()),
-                     key=lambda d: int(d.name))
-        return venv_python(ensure_venv(v, self.registry, log=lambda *_: None)), newest
+        return newest_version_dir(check_base_path(model) if model else
+                                  ensure_example_model(v, self.registry, log=lambda *_: None))
+
+    def ceiling_command(self, server: Server) -> tuple:
+        """(python of the server's own TF venv, its model's newest version directory)."""
+        from stack.venvs import ensure_venv, venv_python
+
+        v = self._by_name[server.name]
+        return venv_python(ensure_venv(v, self.registry, log=lambda *_: None)), self.model_dir(server)
 
 
 def parse_targets(text: str) -> list:
@@ -276,6 +302,12 @@ class ExternalServing:
 
     def monitoring(self, sla_p99_ms: float) -> str:
         return self.prometheus_url
+
+    def model_dir(self, server: Server) -> Path | None:
+        """MODEL's newest version directory where it was given (None: not on this machine)."""
+        from models.prepare import check_base_path
+
+        return newest_version_dir(check_base_path(self.model_path)) if self.model_path else None
 
     def ceiling_command(self, server: Server) -> tuple:
         """As LocalServing's, or (None, why not)."""

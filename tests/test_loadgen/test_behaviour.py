@@ -33,23 +33,43 @@ def test_stall_shows_in_open_loop_and_hides_in_closed_loop(tmp_path):
     assert open_lat["p90"] > closed_lat["p90"]
 
 
-@pytest.mark.parametrize("behaviour,code,exit", [
-    (Behaviour(status=503), "503", 0),
-    (Behaviour(status=404), "404", 0),
-    (Behaviour(body=b"<html>not json</html>"), "invalid_response", 0),
-    (Behaviour(hang=True), "timeout", 0),
-    (Behaviour(reset=True), "connection_reset", 3),  # the server unreachable: the result is invalid
+@pytest.mark.parametrize("behaviour,code,said", [
+    (Behaviour(status=503, body=b'{"error": "overloaded"}'), "503", ': {"error": "overloaded"}'),
+    (Behaviour(status=404, body=b'{"error": "no such model"}'), "404", ': {"error": "no such model"}'),
+    (Behaviour(body=b"<html>not json</html>"), "invalid_response", ""),
+    (Behaviour(hang=True), "timeout", ""),
+    (Behaviour(reset=True), "connection_reset", ""),  # the server unreachable
 ], ids=["http-503", "http-404", "invalid-response", "timeout", "connection-reset"])
-def test_errors_are_classified_and_counted_never_crash(tmp_path, behaviour, code, exit):
+def test_errors_are_classified_and_counted_never_crash(tmp_path, behaviour, code, said):
     with FakeServing(behaviour) as srv:
         proc, summary = loadgen_summary(tmp_path, [
             "run", "--target", f"2.9=rest://127.0.0.1:{srv.port}", "--concurrency", "2", "--duration", "1.5s",
             "--warmup", "0", "--timeout", "0.3s", "--metrics-port", "0", "--min-requests", "1"])
-    assert proc.returncode == exit, proc.stderr
+    # a result with no successful request measures nothing: invalid (exit 3), naming what the server answered
+    assert proc.returncode == 3, proc.stderr
     st = steady(summary)
-    assert st["ok"] == 0
+    assert st["ok"] == 0 and not st["valid"]
     assert set(st["errors"]) == {code} and st["errors"][code] >= 2
     assert st["error_ratio"] == 1.0
+    reason = next(r for r in st["invalid_reasons"] if r.startswith("no successful request"))
+    assert f"most {code} x{st['errors'][code]}" in reason and said in reason, reason
+
+
+def test_errors_above_the_budget_make_a_window_invalid_below_it_valid(tmp_path):
+    """5xx answers from 1 s into a 3 s window: about two thirds fail. Invalid under the default 1% budget, valid
+    with a budget above the share that failed (an error-injection run, say)."""
+    runs = {}
+    for budget in ("0.01", "0.95"):
+        with FakeServing(Behaviour(error_burst=(1.0, 60.0))) as srv:
+            runs[budget] = loadgen_summary(tmp_path, [
+                "run", "--target", f"2.9=rest://127.0.0.1:{srv.port}", "--concurrency", "2", "--duration", "3s",
+                "--warmup", "0", "--metrics-port", "0", "--min-requests", "1", "--error-budget", budget])
+    (strict, strict_sum), (lax, lax_sum) = runs["0.01"], runs["0.95"]
+    st = steady(strict_sum)
+    assert 0.2 < st["error_ratio"] < 0.95 and st["ok"] > 0, st
+    assert strict.returncode == 3 and any(f"of requests failed (above 1%): {sum(st['errors'].values())} errors"
+                                          in r for r in st["invalid_reasons"]), st["invalid_reasons"]
+    assert lax.returncode == 0 and steady(lax_sum)["valid"], steady(lax_sum)["invalid_reasons"]
 
 
 def test_connection_refused_is_classified():
