@@ -62,6 +62,9 @@ def _external(a, reg):
 
 def _compare(a, reg, versions, log=print, model_for: dict | None = None) -> int:
     from analysis import plan
+    from models import zoo
+
+    a.model = zoo.resolve(a.model, reg, versions, log=log)  # a zoo name: built once, by the oldest release
     from analysis.compare import run_compare
     from analysis.report import write
     from stack import placement

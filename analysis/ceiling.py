@@ -21,12 +21,13 @@ class CeilingError(RuntimeError):
 
 
 def measure_one(python: str, model_dir, rows: list, windows: int, window_s: float, cpus: list | None = None,
-                timeout_s: float = 600, knob_settings: tuple = ()) -> dict:
+                timeout_s: float = 600, knob_settings: tuple = (), requests: str = "") -> dict:
     """{"tensorflow": "2.9.3", "python": "3.9.20", "pid": 123, "rows_per_s": {"1": [...], "32": [...]}} from one
-    subprocess."""
+    subprocess; requests: the servers' request file (modelserver/requestfile.py), else a random tensor."""
     return run_process(python, "ceiling", ["--model-dir", str(model_dir), "--rows", *map(str, rows), "--windows",
-                                           str(windows), "--window-s", f"{window_s:g}"], cpus, knob_settings,
-                       timeout_s, "the in-process ceiling")
+                                           str(windows), "--window-s", f"{window_s:g}",
+                                           *(["--requests", str(requests)] if requests else [])],
+                       cpus, knob_settings, timeout_s, "the in-process ceiling")
 
 
 def run_process(python: str, module: str, args: list, cpus: list | None, knob_settings: tuple, timeout_s: float,
@@ -49,7 +50,7 @@ def run_process(python: str, module: str, args: list, cpus: list | None, knob_se
 
 
 def measure_all(serving, servers: list, rows: list, windows: int, window_s: float, done: dict, save,
-                log=print, pin: bool = False) -> dict:
+                log=print, pin: bool = False, requests: dict | None = None) -> dict:
     """The ceiling of every server: `windows` fresh processes per version, one window each, the
     versions' order flipped from one round to the next (ABBA...). The process is what repeats:
     two processes of one build differ by several percent (memory layout, thread placement), more
@@ -73,7 +74,8 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
         for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:
             if processes(done.get(name)) > i:
                 continue
-            one = measure_one(python, model_dir, rows, 1, window_s, core, knob_settings=settings)
+            one = measure_one(python, model_dir, rows, 1, window_s, core, knob_settings=settings,
+                              requests=(requests or {}).get(name, ""))
             pid = one.pop("pid", None)
             got = done.setdefault(name, {**one, "rows_per_s": {}, "cpu_us_per_call": {}})
             for key in ("rows_per_s", "cpu_us_per_call"):  # setdefault: a resumed run may predate the CPU field

@@ -16,7 +16,7 @@ import time
 
 from analysis import ceiling, counters, optable, plan, resume, runstore, schemas
 from analysis.plan import Settings
-from loadgen import stopping
+from loadgen import requestset, stopping
 from loadgen.app import ServerRefused, build_payloads, check_writable, measure
 from loadgen.cli import new_run_id
 from loadgen.scenario import Load, Payload, Scenario, Target, check
@@ -199,7 +199,7 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
         if settings.profile.optrace_processes:  # after the ceiling, never inside it: tracing costs time
             optable.measure_all(serving, serving.servers, list(settings.rows), settings.profile.optrace_processes,
                                 settings.profile.optrace_calls, run.setdefault("optrace", {}),
-                                lambda: runstore.save(run), log)
+                                lambda: runstore.save(run), log, requests=request_files(run, settings, serving))
         pin_self(placement.client)  # the client on its own cores (all of them when not isolated)
         for i, c in enumerate(mine, 1):
             stopping.check()  # a signal between cells (during a cold start, the ceiling, a sleep)
@@ -231,17 +231,43 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
     time.sleep(IDLE_EDGE_S)  # a Prometheus sample after the last cell, for the reconciliation
 
 
+CEILING_REQUESTS = 16  # distinct requests per row count the in-process measurements cycle (a file each server)
+
+
+def request_files(run: dict, settings: Settings, serving) -> dict:
+    """{server name: path}: the servers' own requests as tensors, for the ceiling and the op trace to feed
+    (results/<run>/requests/<server>.json), built from each server's metadata and model like its windows'."""
+    out = {}
+    for s in serving.servers:
+        if serving.model_dir(s) is None:
+            continue  # an external server's model is not here: the ceiling is skipped or runs the example
+        path = runstore.run_dir(run["run_id"]) / "requests" / f"{s.name}.json"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            host, port = s.address("rest")
+            t = Target(s.name, "rest", host, port, model=s.model, signature=settings.signature)
+            payload = requests_of(serving, s, settings)
+            api = "auto" if settings.api == "multi" else settings.api
+            made = {r: requestset.tensors(t, r, 1, min(settings.requests, CEILING_REQUESTS), payload.model_dir, api)
+                    for r in settings.rows}
+            requestset.write_tensors(path, made[settings.rows[0]][0], {r: m[1] for r, m in made.items()})
+        out[s.name] = str(path)
+    return out
+
+
 def _ceilings(run: dict, settings: Settings, serving, log) -> None:
     """The headline ceiling on the servers' cores, then the pinned one-core diagnostic ("kernels alone"),
     except where thread counts are compared (on one core they measure oversubscription only)."""
     p, save = settings.profile, lambda: runstore.save(run)
+    files = request_files(run, settings, serving)
     log("  ceiling on the servers' cores (TensorFlow's thread pools as a server's):")
     ceiling.measure_all(serving, serving.servers, list(settings.rows), p.ceiling_windows, p.ceiling_window_s,
-                        run["ceiling"], save, log)
+                        run["ceiling"], save, log, requests=files)
     if p.ceiling_pinned_windows and not ceiling.threads_compared(serving.servers):
         log("  ceiling pinned to one core (kernels alone, a diagnostic):")
         ceiling.measure_all(serving, serving.servers, list(settings.rows), p.ceiling_pinned_windows,
-                            p.ceiling_window_s, run.setdefault("ceiling_pinned", {}), save, log, pin=True)
+                            p.ceiling_window_s, run.setdefault("ceiling_pinned", {}), save, log, pin=True,
+                            requests=files)
 
 
 def run_compare(settings: Settings, serving, placement, run_id: str = "", runtime: str = "local", model=None,

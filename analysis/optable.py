@@ -46,13 +46,14 @@ def grouped(op_us: dict) -> tuple[dict, dict]:
 
 
 def trace_one(python: str, model_dir, rows: list, calls: int, cpus: list | None, settings: tuple = (),
-              timeout_s: float = 600) -> dict:
+              timeout_s: float = 600, requests: str = "") -> dict:
     return run_process(python, "optrace", ["--model-dir", str(model_dir), "--rows", *map(str, rows), "--calls",
-                                           str(calls)], cpus, settings, timeout_s, "the op trace")
+                                           str(calls), *(["--requests", str(requests)] if requests else [])],
+                       cpus, settings, timeout_s, "the op trace")
 
 
 def measure_all(serving, servers: list, rows: list, processes: int, calls: int, done: dict, save,
-                log=print, pin: bool = False) -> dict:
+                log=print, pin: bool = False, requests: dict | None = None) -> dict:
     """done[name] = {"tensorflow", "rows": {"32": {"op_us": {op: [per process]}, "traced_us_per_call": [...],
     "untraced_us_per_call": [...]}}}; resumable like the ceiling (save() after each process)."""
     todo = []
@@ -65,7 +66,7 @@ def measure_all(serving, servers: list, rows: list, processes: int, calls: int, 
         for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:
             if len((done.get(name) or {}).get("pids", [])) > i:
                 continue
-            one = trace_one(python, model_dir, rows, calls, core, settings)
+            one = trace_one(python, model_dir, rows, calls, core, settings, requests=(requests or {}).get(name, ""))
             got = done.setdefault(name, {"tensorflow": one["tensorflow"], "rows": {}, "pids": []})
             for r, t in one["rows"].items():
                 mine = got["rows"].setdefault(r, {"op_us": {}, "traced_us_per_call": [], "untraced_us_per_call": []})

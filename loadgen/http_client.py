@@ -13,7 +13,7 @@ import asyncio
 import errno
 import socket
 
-OK_MARKERS = (b'"predictions"', b'"outputs"', b'"result"')  # predict (row, columnar), classify/regress
+OK_MARKERS = (b'"predictions"', b'"outputs"', b'"results"')  # predict (row, columnar), classify/regress
 
 
 def classify_os_error(exc: BaseException) -> str:

@@ -18,6 +18,7 @@ import dataclasses
 import numpy as np
 import orjson
 
+from fileio.atomic import write_atomic
 from loadgen import examples as ex_mod
 from loadgen import payload as payload_mod
 from loadgen import tfproto
@@ -123,6 +124,38 @@ def build(t: Target, rows: int, seed: int, count: int = 64, model_dir: str = "",
     what = "tf.Examples from the graph's parse spec" if spec and (example_input or api != "predict") else \
         "tensors from the signature"
     return RequestSet(tuple(bodies), api, f"{count} distinct requests, {what}", sig_name)
+
+
+def tensors(t: Target, rows: int, seed: int, count: int, model_dir: str, api: str = "auto") -> tuple:
+    """(signature name, [{input: ndarray}, ...]): the same requests as build() makes, as the input tensors of the
+    signature they run (serialized Examples as an object array of bytes): what the in-process ceiling and op
+    trace feed, so they run what the servers get."""
+    sigs = payload_mod.fetch_signatures(t)
+    api, sig_name = pick_api(t, sigs, api)
+    sig = sigs[sig_name]
+    spec = ex_mod.read_spec(model_dir) if model_dir else {}
+    vocab = ex_mod.vocabularies(model_dir, spec) if spec else {}
+    example_input = _example_input(sig, spec) or (next(iter(sig["inputs"])) if api != "predict" else None)
+    out = []
+    for i in range(count):
+        inputs = payload_mod.make_inputs(sig["inputs"], rows, seed + i)
+        if example_input:
+            inputs[example_input] = np.array([e.SerializeToString() for e in ex_mod.examples(spec, rows, seed + i, vocab)],
+                                             dtype=object)
+        out.append(inputs)
+    return sig_name, out
+
+
+def write_tensors(path, signature: str, by_rows: dict) -> None:
+    """{rows: [{input: ndarray}, ...]} of a signature as JSON for modelserver/requestfile.py (which reads it in a
+    version's venv): numbers as base64 of their little-endian bytes, strings as a list of base64."""
+    def one(a: np.ndarray) -> dict:
+        if a.dtype == object:
+            return {"dtype": "string", "shape": list(a.shape), "b64": [base64.b64encode(b).decode() for b in a.ravel()]}
+        le = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<"))
+        return {"dtype": a.dtype.name, "shape": list(a.shape), "data": base64.b64encode(le.tobytes()).decode()}
+    write_atomic(path, orjson.dumps({"signature": signature, "rows": {
+        str(r): [{k: one(v) for k, v in req.items()} for req in reqs] for r, reqs in by_rows.items()}}))
 
 
 def _body(t: Target, api: str, sig: dict, spec: dict, vocab: dict, example_input: str | None, rows: int, seed: int,

@@ -20,22 +20,44 @@ import sys
 import time
 
 
-def measure(servable, sig, rows_levels: list, windows: int, window_s: float, warmup_s: float) -> dict:
+def load_requests(a, prog: str) -> tuple | None:
+    """((servable, signature), {rows: [inputs, ...]}): the servers' own requests (--requests, which also names
+    the signature they are for), else one random tensor per row count; None (said on stderr) on an error."""
+    from modelserver import requestfile
     from modelserver.servable import example_inputs
 
-    inputs = {r: example_inputs(sig, r) for r in rows_levels}
+    got = None
+    if a.requests:
+        try:
+            a.signature, got = requestfile.read(a.requests)
+        except (OSError, ValueError) as e:
+            print(f"{prog}: error: {e}", file=sys.stderr)
+            return None
+        missing = [r for r in a.rows if not got.get(r)]
+        if missing:
+            print(f"{prog}: error: {a.requests} has no requests of {missing} rows", file=sys.stderr)
+            return None
+    loaded = load_servable(a, prog)
+    if loaded is None:
+        return None
+    return loaded, got or {r: [example_inputs(loaded[1], r)] for r in a.rows}
+
+
+def measure(servable, sig, rows_levels: list, windows: int, window_s: float, warmup_s: float,
+            requests: dict) -> dict:
     for r in rows_levels:  # graph tracing, allocator growth, caches: not part of the ceiling
-        t_end = time.perf_counter() + warmup_s
+        t_end, i = time.perf_counter() + warmup_s, 0
         while time.perf_counter() < t_end:
-            servable.run(sig, inputs[r])
+            servable.run(sig, requests[r][i % len(requests[r])])
+            i += 1
     out = {str(r): [] for r in rows_levels}
     cpu = {str(r): [] for r in rows_levels}
     for _ in range(windows):
         for r in rows_levels:
             n, t0, c0 = 0, time.perf_counter(), time.process_time()
-            t_end = t0 + window_s
+            t_end, reqs = t0 + window_s, requests[r]
             while time.perf_counter() < t_end:
-                servable.run(sig, inputs[r])
+                servable.run(sig, reqs[n % len(reqs)])  # the servers' requests, cycled
                 n += 1
             out[str(r)].append(n * r / (time.perf_counter() - t0))
             # CPU of every thread of this process per call: steal and other processes' time are not in it
@@ -69,6 +91,9 @@ def model_parser(prog: str, description: str) -> argparse.ArgumentParser:
     p.add_argument("--warmup-s", type=float, default=0.5)
     p.add_argument("--intra-op", type=int, default=0, help="TF Serving's --tensorflow_intra_op_parallelism (0: TF's)")
     p.add_argument("--inter-op", type=int, default=0, help="TF Serving's --tensorflow_inter_op_parallelism (0: TF's)")
+    p.add_argument("--requests", default="", help="the servers' requests and the signature they are for "
+                                                  "(modelserver/requestfile.py; default: one random tensor per row "
+                                                  "count)")
     return p
 
 
@@ -108,10 +133,11 @@ def main(argv=None) -> int:
             or not 0 <= a.warmup_s <= 3600:
         p.error("--rows, --windows and --window-s must be positive, --window-s and --warmup-s finite and at most 3600, "
                 "thread counts >= 0")
-    loaded = load_servable(a, "ceiling")
-    if loaded is None:
+    got = load_requests(a, "ceiling")
+    if got is None:
         return 2
-    got = measure(*loaded, a.rows, a.windows, a.window_s, a.warmup_s)
+    (servable, sig), requests = got
+    got = measure(servable, sig, a.rows, a.windows, a.window_s, a.warmup_s, requests)
     print_result(packages=front_end_packages(), **got)
     return 0
 

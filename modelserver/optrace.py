@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 
-from modelserver.ceiling import load_servable, model_parser, print_result
+from modelserver.ceiling import load_requests, model_parser, print_result
 
 
 
@@ -31,12 +31,12 @@ def op_type(graph, node) -> str:
         return "(unlabelled)"
 
 
-def trace(servable, sig, rows: int, calls: int, warmup_s: float) -> dict:
+def trace(servable, sig, rows: int, calls: int, warmup_s: float, requests: list | None = None) -> dict:
     from tensorflow.core.protobuf import config_pb2
 
     from modelserver.servable import example_inputs
 
-    inputs = example_inputs(sig, rows)
+    inputs = (requests or [example_inputs(sig, rows)])[0]  # the servers' first request of this size
     args = [inputs[k] for k in sig.inputs]
     feeds, fetches = [sig.feeds[k] for k in sig.inputs], [sig.fetches[k] for k in sorted(sig.outputs)]
     plain = servable._make_callable(feeds, fetches)  # noqa: SLF001 - the server's own callable
@@ -74,10 +74,11 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if min(a.rows) < 1 or not 1 <= a.calls <= 1_000_000 or not 0 <= a.warmup_s <= 3600 or min(a.intra_op, a.inter_op) < 0:
         p.error("--rows and --calls must be positive, --warmup-s at most 3600, thread counts >= 0")
-    loaded = load_servable(a, "optrace")
-    if loaded is None:
+    got = load_requests(a, "optrace")
+    if got is None:
         return 2
-    print_result(rows={str(r): trace(*loaded, r, a.calls, a.warmup_s) for r in a.rows})
+    loaded, requests = got
+    print_result(rows={str(r): trace(*loaded, r, a.calls, a.warmup_s, requests[r]) for r in a.rows})
     return 0
 
 
