@@ -123,7 +123,22 @@ def markdown(rep: dict) -> str:
     out += ["", "## Environment", "", f"CPU: {env['cpu']} ({env['cpus']} cores); GPU: {env['gpu']} (driver "
             f"{env['driver']}); runtime {env['runtime']}; commit {env['git_commit'][:12]}; TensorFlow, interpreter and front end per version:", ""]
     out += [f"- {k}: TensorFlow {v}" + _python(rep, k) for k, v in env["tensorflow"].items()]
+    out += ["", model_line(rep["config"])]
     return "\n".join(out) + "\n"
+
+
+def model_line(cfg: dict) -> str:
+    """Which model every version served, and which release exported it (a zoo model: the oldest compared)."""
+    from models.zoo import exported_by
+
+    model = cfg.get("model") or "example"
+    if model == "example":
+        return "Model: the example MLP (784-128-10), exported by each version's own TensorFlow."
+    by = exported_by(model)
+    return (f"Model: {model}" + (f", exported once by TensorFlow {by} and served unchanged by every version" if by
+                                 else ", served unchanged by every version")
+            + f"; API {cfg.get('api', 'auto')}, signature {cfg.get('signature', 'serving_default')}, "
+            f"{cfg.get('requests', 1)} distinct requests per server, protocol and row count.")
 
 
 def op_table(rep: dict) -> list:

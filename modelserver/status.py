@@ -55,5 +55,10 @@ def from_tf_exception(exc: BaseException) -> ServingError:
         "UnimplementedError": "UNIMPLEMENTED", "OutOfRangeError": "OUT_OF_RANGE",
         "TypeError": "INVALID_ARGUMENT", "ValueError": "INVALID_ARGUMENT",
     }
+    if isinstance(exc, UnicodeDecodeError):
+        # TF's Python wrapper decodes the C status message as UTF-8; a message quoting the request's own bytes (a
+        # serialized tf.Example that does not parse) fails that decode: the request is at fault, not the server
+        return ServingError("INVALID_ARGUMENT", "Could not parse example input: TensorFlow's error quotes bytes that "
+                                                f"are not UTF-8 ({exc.reason} at byte {exc.start})")
     first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return ServingError(names.get(code, "INTERNAL"), first_line)

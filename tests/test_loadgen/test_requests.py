@@ -1,0 +1,126 @@
+"""Requests as a model's own clients send them: tf.Examples built from the feature spec the graph parses, every
+TF Serving API (predict, classify, regress, MultiInference) over REST and gRPC, a set of distinct requests, and
+a model that refuses every request making the run invalid with the server's own words. Against the real drop-in
+serving the zoo's TFX-style recommender, exported by TF 2.9 and served by 2.9 and the newest release."""
+import json
+
+import numpy as np
+import pytest
+from servers import TEST_VERSIONS, start_modelserver
+from tests.test_loadgen.helpers import loadgen_summary, steady
+
+from loadgen import examples, requestset, tfproto
+from loadgen.scenario import Target
+from models import zoo
+from stack.registry import load_registry
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def recommender():
+    reg = load_registry()
+    base = zoo.ensure("recommender", reg, [reg.get(v) for v in TEST_VERSIONS], log=lambda *_: None)
+    return base, base / "1"
+
+
+@pytest.fixture(scope="module", params=TEST_VERSIONS, ids=lambda v: f"tf{v}")
+def rec_server(request, recommender, tmp_path_factory):
+    s = start_modelserver(request.param, tmp_path_factory.mktemp("rec"), base_path=recommender[0])
+    yield s
+    s.stop()
+
+
+def test_the_spec_is_read_from_the_graph_and_the_examples_parse_in_tensorflow(recommender):
+    """The feature spec comes from the graph's ParseExampleV2 node, without TensorFlow; TensorFlow itself (this
+    venv's) parses the Examples built from it with the model's own spec, string values from its vocabulary."""
+    import tensorflow as tf
+
+    base, model_dir = recommender
+    assert zoo.exported_by(base) == load_registry().get("2.9").tensorflow
+    spec = examples.read_spec(model_dir)
+    assert spec == {"user": examples.Feature("string", "dense"), "item": examples.Feature("int64", "dense"),
+                    "price": examples.Feature("float", "dense"), "hour": examples.Feature("int64", "dense"),
+                    "tags": examples.Feature("string", "sparse")}
+    vocab = examples.vocabularies(model_dir, spec)
+    assert vocab["user"][:2] == [b"user0", b"user1"] and len(vocab["user"]) == 500
+    built = [e.SerializeToString() for e in examples.examples(spec, 16, seed=3, vocab=vocab)]
+    parsed = tf.io.parse_example(built, {"user": tf.io.FixedLenFeature([], tf.string),
+                                         "item": tf.io.FixedLenFeature([], tf.int64),
+                                         "price": tf.io.FixedLenFeature([], tf.float32),
+                                         "hour": tf.io.FixedLenFeature([], tf.int64),
+                                         "tags": tf.io.VarLenFeature(tf.string)})
+    users = set(parsed["user"].numpy().tolist())
+    assert users <= set(vocab["user"]) and len(users) > 8  # in the vocabulary, and not one value again and again
+    assert 0 <= parsed["price"].numpy().min() and parsed["price"].numpy().max() < 1
+    assert parsed["tags"].values.shape[0] >= 16  # one to five tags each
+
+
+def test_a_graph_without_parse_ops_has_no_spec_and_a_bad_file_is_one_line(tmp_path):
+    from servers import example_model
+
+    assert examples.read_spec(example_model(TEST_VERSIONS[0]) / "1") == {}
+    (tmp_path / "saved_model.pb").write_bytes(b"\xff\xff not a protobuf")
+    with pytest.raises(examples.SpecError, match="is not a SavedModel"):
+        examples.read_spec(tmp_path)
+
+
+def test_a_request_set_holds_distinct_requests_in_a_seeded_cycle(rec_server, recommender):
+    t = Target(rec_server.version, "grpc", "127.0.0.1", rec_server.grpc)
+    reqs = requestset.build(t, 8, seed=1, count=64, model_dir=str(recommender[1]))
+    assert reqs.api == "predict" and len(set(reqs.bodies)) == 64  # 64 different requests, not one body
+    req = tfproto.PredictRequest.FromString(reqs.bodies[0])
+    serialized = req.inputs["examples"].string_val
+    assert len(serialized) == 8 and tfproto.Example.FromString(serialized[0]).features.feature["user"].bytes_list.value
+    order = reqs.order(seed=1)
+    assert sorted(order) == list(range(64)) and order != list(range(64)) and order == reqs.order(seed=1)
+
+
+@pytest.mark.parametrize("proto,api", [("rest", "auto"), ("grpc", "auto"), ("rest", "classify"), ("grpc", "classify"),
+                                       ("rest", "regress"), ("grpc", "regress"), ("grpc", "multi")])
+def test_every_api_over_both_protocols_answers_without_errors(rec_server, recommender, tmp_path, proto, api):
+    port = rec_server.rest if proto == "rest" else rec_server.grpc
+    proc, summary = loadgen_summary(tmp_path, [
+        "run", "--target", f"{rec_server.version}={proto}://127.0.0.1:{port}", "--concurrency", "2", "--duration", "1s",
+        "--warmup", "0.2s", "--batch-size", "4", "--metrics-port", "0", "--min-requests", "20", "--api", api,
+        "--model-path", str(recommender[0])])
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    st = steady(summary)
+    assert st["errors"] == {} and st["ok"] >= 20 and st["valid"], st
+
+
+def test_predict_on_examples_without_the_model_path_says_what_to_pass(rec_server, tmp_path):
+    proc, _ = loadgen_summary(tmp_path, ["run", "--target", f"x=grpc://127.0.0.1:{rec_server.grpc}", "--duration", "1s",
+                                         "--metrics-port", "0", "--api", "classify"])
+    assert proc.returncode == 2 and "give the model's path" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_model_that_refuses_every_request_is_invalid_naming_what_it_said(rec_server, tmp_path):
+    """The old failure: strings that are not Examples, sent again and again, every request a 400, reported valid."""
+    body = tmp_path / "garbage.json"
+    body.write_text(json.dumps({"instances": [{"b64": "////AAAA"}]}))
+    proc, summary = loadgen_summary(tmp_path, [
+        "run", "--target", f"x=rest://127.0.0.1:{rec_server.rest}", "--concurrency", "2", "--duration", "1s",
+        "--warmup", "0", "--metrics-port", "0", "--min-requests", "1", "--payload-file", str(body)])
+    assert proc.returncode == 3, proc.stdout[-1500:] + proc.stderr[-1500:]
+    st = steady(summary)
+    assert st["ok"] == 0 and not st["valid"] and set(st["errors"]) == {"400"}
+    reason = st["invalid_reasons"][0]
+    assert reason.startswith("no successful request") and "most 400" in reason and "rror" in reason, reason
+    assert rec_server.proc.poll() is None  # the server keeps serving
+
+
+def test_tensors_for_the_ceiling_are_the_requests_the_servers_get(rec_server, recommender, tmp_path):
+    """The in-process ceiling feeds the same requests: the classify signature's serialized Examples."""
+    t = Target(rec_server.version, "rest", "127.0.0.1", rec_server.rest)
+    sig, reqs = requestset.tensors(t, 4, 1, 3, str(recommender[1]), "classify")
+    assert sig == "classify" and len(reqs) == 3 and list(reqs[0]) == ["inputs"]
+    path = tmp_path / "requests.json"
+    requestset.write_tensors(path, sig, {4: reqs})
+    from modelserver import requestfile
+
+    name, back = requestfile.read(str(path))
+    assert name == "classify" and back[4][2]["inputs"].tolist() == reqs[2]["inputs"].tolist()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    requestset.write_tensors(path, "serving_default", {2: [{"x": x}]})
+    assert np.array_equal(requestfile.read(str(path))[1][2][0]["x"], x)
