@@ -30,7 +30,7 @@ load: setup                     ## make load VERSION=2.9 RATE=500 DURATION=60s |
 	$(PY) -m loadgen run --versions "$(VERSIONS)" $(if $(PROTOCOL),--protocol $(PROTOCOL)) \
 	  $(if $(RATE),--rate $(RATE)) $(if $(CONCURRENCY),--concurrency $(CONCURRENCY)) \
 	  $(if $(STEPS),--steps "$(STEPS)") $(if $(DURATION),--duration $(DURATION)) $(if $(SCENARIO),--scenario $(SCENARIO)) \
-	  $(if $(API),--api $(API)) $(if $(SIGNATURE),--signature $(SIGNATURE)) $(if $(MODEL),--model-path $(MODEL))
+	  $(if $(API),--api $(API)) $(if $(SIGNATURE),--signature $(SIGNATURE)) $(if $(MODEL),--model-path $(MODEL)) $(if $(REQUESTS),--requests $(REQUESTS))
 
 watch: setup                    ## live terminal view of the comparison panels (Ctrl-C to leave)
 	$(PY) -m stack watch

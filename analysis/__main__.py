@@ -32,7 +32,7 @@ def settings_from(a, versions: list):
     s = plan.Settings(tuple(v.name for v in versions), plan.parse_rows(a.rows),
                       plan.parse_choice(a.batching, "BATCHING", plan.BATCHING),
                       plan.parse_choice(a.protocol, "PROTOCOL", plan.PROTOCOLS), profile, repeat, sla,
-                      a.api, a.signature, a.request_count)
+                      a.api, a.signature, a.request_count, a.requests)
     return s
 
 
@@ -312,6 +312,8 @@ def main(argv=None) -> int:
         sp.add_argument("--signature", default=os.environ.get("SIGNATURE", "serving_default"))
         sp.add_argument("--request-count", type=number(1, 100_000, integer=True, name="REQUEST_COUNT"),
                         default=os.environ.get("REQUEST_COUNT", "64"), help="distinct requests, cycled (default: 64)")
+        sp.add_argument("--requests", default=os.environ.get("REQUESTS", ""),
+                        help="requests from a file: warmup, a TFRecord of PredictionLog or tf.Example, JSON lines")
     bi = sub.add_parser("bisect", help="the TensorFlow release between two versions where the ceiling changed")
     bi.add_argument("--from", dest="from_version", default=os.environ.get("FROM", "2.9"))
     bi.add_argument("--to", dest="to_version", default=os.environ.get("TO", "2.21"))

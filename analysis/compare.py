@@ -14,7 +14,7 @@ import copy
 import dataclasses
 import time
 
-from analysis import ceiling, counters, optable, plan, resume, runstore, schemas
+from analysis import ceiling, counters, optable, outputs, plan, resume, runstore, schemas
 from analysis.plan import Settings
 from loadgen import requestset, stopping
 from loadgen.app import ServerRefused, build_payloads, check_writable, measure
@@ -50,7 +50,8 @@ def requests_of(serving, server, settings: Settings) -> Payload:
     """What a server's windows send: the settings' API and number of distinct requests, built from the model it
     serves (the parse spec of tf.Example inputs is read from its graph where this machine has it)."""
     where = serving.model_dir(server)
-    return Payload(count=settings.requests, api=settings.api, model_dir=str(where) if where else "")
+    return Payload(count=settings.requests, api=settings.api, model_dir=str(where) if where else "",
+                   requests_file=settings.requests_file)
 
 
 def first_request(serving, settings: Settings):
@@ -194,6 +195,9 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
         _busy(run, by_name, t0)
         prom = serving.monitoring(settings.sla_p99_ms)
         wait_scraped(prom, list(by_name))
+        if "outputs" not in run and settings.profile.ceiling_windows:  # what each version answers, once
+            run["outputs"] = outputs.collect(serving, settings, lambda s: requests_of(serving, s, settings), log)
+            runstore.save(run)
         if settings.profile.ceiling_windows:  # 0 only from the gate, which reads the levels (no profile allows it)
             _ceilings(run, settings, serving, log)
         if settings.profile.optrace_processes:  # after the ceiling, never inside it: tracing costs time
@@ -239,17 +243,16 @@ def request_files(run: dict, settings: Settings, serving) -> dict:
     (results/<run>/requests/<server>.json), built from each server's metadata and model like its windows'."""
     out = {}
     for s in serving.servers:
-        if serving.model_dir(s) is None:
+        if serving.model_dir(s) is None or not s.grpc:
             continue  # an external server's model is not here: the ceiling is skipped or runs the example
         path = runstore.run_dir(run["run_id"]) / "requests" / f"{s.name}.json"
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            host, port = s.address("rest")
-            t = Target(s.name, "rest", host, port, model=s.model, signature=settings.signature)
+            host, port = s.address("grpc")
+            t = Target(s.name, "grpc", host, port, model=s.model, signature=settings.signature)
             payload = requests_of(serving, s, settings)
-            api = "auto" if settings.api == "multi" else settings.api
-            made = {r: requestset.tensors(t, r, 1, min(settings.requests, CEILING_REQUESTS), payload.model_dir, api)
-                    for r in settings.rows}
+            made = {r: requestset.tensors(t, r, 1, min(settings.requests, CEILING_REQUESTS), payload.model_dir,
+                                          settings.api, settings.requests_file) for r in settings.rows}
             requestset.write_tensors(path, made[settings.rows[0]][0], {r: m[1] for r, m in made.items()})
         out[s.name] = str(path)
     return out

@@ -27,12 +27,13 @@ class Settings:
     api: str = "auto"                   # TF Serving's API: the signature's method_name, or named (loadgen/requestset.py)
     signature: str = "serving_default"
     requests: int = 64                  # distinct requests per (server, protocol, rows), cycled
+    requests_file: str = ""             # REQUESTS=: warmup, a TFRecord, JSON lines (loadgen/recordfile.py)
 
     def as_dict(self) -> dict:
         return {"versions": list(self.versions), "rows": list(self.rows), "batching": list(self.batching),
                 "protocols": list(self.protocols), "profile": dataclasses.asdict(self.profile),
                 "repeat": self.repeat, "sla_p99_ms": self.sla_p99_ms, "api": self.api, "signature": self.signature,
-                "requests": self.requests}
+                "requests": self.requests, "requests_file": self.requests_file}
 
 
 def parse_rows(text: str) -> tuple:

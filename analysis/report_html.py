@@ -118,9 +118,15 @@ def html_page(rep: dict) -> str:
                        + ["TF runtime vs base", "client vs base"],
                        [[*load_name(r).split(" | "), r["version"], *(_fmt(r[b], 3) for b in BREAKDOWN),
                          _vs(r, "runtime_ms", base), _vs(r, "client_ms", base)] for r in rows])
-    ceiling = _table(["rows", "version", "TensorFlow", "rows/s in-process", "vs base"],
-                     [[c["rows_per_request"], c["version"], c["tensorflow"], _fmt(c["ceiling_rows_per_s"], 0),
-                       "baseline" if "vs_baseline" not in c else vs_text(c["vs_baseline"])] for c in rep["ceiling"]])
+    ceiling = _table(["rows", "version", "TensorFlow", "cores", "rows/s in-process", "vs base"],
+                     [[c["rows_per_request"], c["version"], c["tensorflow"], len(c.get("cores") or []) or "n/a",
+                       _fmt(c["ceiling_rows_per_s"], 0),
+                       "baseline" if "vs_baseline" not in c else vs_text(c["vs_baseline"])]
+                      for c in rep["ceiling"] + rep.get("ceiling_pinned", [])])
+    answers = [[r["version"], r["output"], r["verdict"], "n/a" if r.get("max_abs") is None else f"{r['max_abs']:.3g}",
+                "n/a" if r.get("worst_request") is None else r["worst_request"] + 1] for r in rep.get("outputs") or []]
+    answers = (f"<h2>Outputs (the same requests, against the baseline)</h2>"
+               + _table(["version", "output", "verdict", "max abs", "worst request"], answers)) if answers else ""
     ops = _table(OP_HEADER, op_rows(rep["optable"])) if rep.get("optable") else ""
     ops = f"<h2>Where TensorFlow's time goes, op by op (traced in-process)</h2>{ops}" if ops else ""
     svgs = "".join(f"<div class='chart'>{svg}</div>" for svg in chart_parts(rep))
@@ -131,5 +137,5 @@ def html_page(rep: dict) -> str:
             f"<h1>TF Serving comparison, run {html.escape(rep['run_id'])}</h1>"
             f"<section class='answer'>{answer}</section>{caveats}"
             f"<h2>Throughput and latency</h2>{main}<h2>Where the time goes (mean ms per request)</h2>{breakdown}"
-            f"<h2>TensorFlow ceiling (in-process, no serving path)</h2>{ceiling}{ops}<h2>Charts</h2>{svgs}"
+            f"<h2>TensorFlow ceiling (in-process, no serving path)</h2>{ceiling}{ops}{answers}<h2>Charts</h2>{svgs}"
             f"<h2>Nothing lost, and how the verdicts are made</h2>{tail}</body></html>")

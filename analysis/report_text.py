@@ -107,6 +107,7 @@ def markdown(rep: dict) -> str:
         out.append(f"| {c['rows_per_request']} | {c['version']} | {c['tensorflow']} | {where} | "
                    f"{_fmt(c['ceiling_rows_per_s'], 0)} | {cpu} | {vs} |")
     out += op_table(rep)
+    out += outputs_table(rep)
     out += ["", "## Max stable QPS (P99 <= SLA, errors < 1%)", ""]
     out += [f"- batching {k.split('/')[0]}, {k.split('/')[1]} rows, {k.split('/')[2]}, {k.split('/')[3]}: "
             + ("none found" if v is None else f"{v:.1f} req/s" + unstable_above(rep["search"].get(k, {})))
@@ -139,6 +140,25 @@ def model_line(cfg: dict) -> str:
                                  else ", served unchanged by every version")
             + f"; API {cfg.get('api', 'auto')}, signature {cfg.get('signature', 'serving_default')}, "
             f"{cfg.get('requests', 1)} distinct requests per server, protocol and row count.")
+
+
+def outputs_table(rep: dict) -> list:
+    """Each version's answers to the same requests against the baseline's, per output."""
+    rows = rep.get("outputs") or []
+    if not rows:
+        return []
+    n = ((rep.get("_run") or {}).get("outputs") or {}).get(rep["baseline_version"], {}).get("requests", "?")
+    out = ["", "## Outputs (the same requests, each version against the baseline)", "",
+           f"The first {n} requests of the request set, sent to every server; per output the largest absolute and "
+           "relative difference from the baseline's answer and the request that has it. \"within 1e-5\": |a - b| <= "
+           "1e-6 + 1e-5 |b| everywhere.", "", "| version | output | verdict | max abs | max relative | worst request |",
+           "|---|---|---|---|---|---|"]
+    for r in rows:
+        fmt = (lambda x: "n/a" if x is None else f"{x:.3g}")
+        worst = "n/a" if r.get("worst_request") is None else str(r["worst_request"] + 1)
+        out.append(f"| {r['version']} | {r['output']} | {r['verdict']} | {fmt(r.get('max_abs'))} | "
+                   f"{fmt(r.get('max_rel'))} | {worst} |")
+    return out
 
 
 def op_table(rep: dict) -> list:

@@ -12,9 +12,9 @@ import json
 # What decides what a cell measures; prometheus and the servers' addresses may move between
 # sessions (another port offset) without changing the measurement.
 FIELDS = ("versions", "rows", "batching", "protocols", "repeat", "sla_p99_ms", "runtime", "model", "model_for", "api",
-          "signature", "requests")
+          "signature", "requests", "requests_file")
 FLAG = {"versions": "VERSIONS", "rows": "ROWS", "batching": "BATCHING", "protocols": "PROTOCOL",
-        "repeat": "REPEAT", "sla_p99_ms": "SLA_MS", "runtime": "RUNTIME", "model": "MODEL", "model_for": "MODEL_B", "api": "API", "signature": "SIGNATURE", "requests": "REQUEST_COUNT",
+        "repeat": "REPEAT", "sla_p99_ms": "SLA_MS", "runtime": "RUNTIME", "model": "MODEL", "model_for": "MODEL_B", "api": "API", "signature": "SIGNATURE", "requests": "REQUEST_COUNT", "requests_file": "REQUESTS",
         "profile": "PROFILE"}
 
 

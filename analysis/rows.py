@@ -14,7 +14,7 @@ over the version's in-process TensorFlow ceiling at that request size.
 """
 from __future__ import annotations
 
-from analysis import optable as optable_mod, stats
+from analysis import optable as optable_mod, outputs as outputs_mod, stats
 from analysis.plan import group
 
 BREAKDOWN = ["client_ms", "transport_ms", "server_ms", "frontend_ms", "queue_ms", "runtime_ms"]
@@ -113,7 +113,7 @@ def build(run: dict, prom_by_key: dict) -> dict:
         [{"ceiling_rows_per_s": c["ceiling_rows_per_s"]} for c in pinned], sizes[DIAGNOSTIC],
         [("ceiling_rows_per_s", True, stats.welch)]).items()})
     return {"rows": rows, "ceiling": ceiling, "ceiling_pinned": pinned, "optable": optable, "tests": sizes[HEADLINE],
-            "families": sizes, "mde": mde}
+            "families": sizes, "mde": mde, "outputs": outputs_mod.rows(run)}
 
 
 def ceiling_rows(run: dict, key: str, tests: list) -> list:

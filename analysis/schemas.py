@@ -31,7 +31,8 @@ CONFIG = {"type": "object", "required": ["versions", "rows", "batching", "protoc
                          "batching": {"type": "array", "items": {"type": ["boolean", "null"]}, "minItems": 1},
                          "protocols": {"type": "array", "items": {"enum": ["rest", "grpc"]}, "minItems": 1},
                          "profile": PROFILE, "repeat": _INT, "sla_p99_ms": _NUM, "runtime": _STR,
-                         "model": _STR, "model_for": _OBJ, "api": _STR, "signature": _STR, "requests": _INT, "prometheus": {"type": ["string", "null"]},
+                         "model": _STR, "model_for": _OBJ, "api": _STR, "signature": _STR, "requests": _INT,
+                         "requests_file": _STR, "prometheus": {"type": ["string", "null"]},
                          "servers": _OBJ}}
 
 CELL = {"type": "object",
@@ -61,7 +62,7 @@ COMPARE = {"type": "object",
                           "cold_start": {"type": "object", "additionalProperties": _OBJ},
                           "ceiling": {"type": "object", "additionalProperties": _OBJ},
                           "ceiling_pinned": {"type": "object", "additionalProperties": _OBJ}, "optrace": _OBJ,
-                          "cells": {"type": "object", "additionalProperties": CELL},
+                          "outputs": _OBJ, "cells": {"type": "object", "additionalProperties": CELL},
                           "search": {"type": "object", "additionalProperties": _OBJ},
                           "activity": _OBJ, "preflight": _OBJ, "interrupted": _OBJ, "failed": _OBJ}}
 

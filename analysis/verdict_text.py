@@ -106,7 +106,22 @@ def headline(rep: dict) -> list:
                    f"({c['tensorflow']}) does {c['ceiling_rows_per_s']['mean']:,.0f} rows/s{where}: {claim}."
                    + kernels_alone(d, pinned.get((c["version"], c["rows_per_request"]))))
     out += op_lines(rep)
+    out += output_lines(rep)
     return out or ["No comparison: the run has one version or no finished measurement."]
+
+
+def output_lines(rep: dict) -> list:
+    """"Outputs: 2.21 answers differently from 2.9 on probabilities: ..." where a version's answers to the same
+    requests differ beyond 1e-5 (wrong-but-fast is a regression too); nothing where they agree."""
+    out = []
+    for r in rep.get("outputs") or []:
+        if r["verdict"] in ("identical", "within 1e-5"):
+            continue
+        size = f": max abs {r['max_abs']:.3g} (relative {r['max_rel']:.3g})" if r.get("max_abs") is not None else ""
+        worst = f", worst request {r['worst_request'] + 1}" if r.get("worst_request") is not None else ""
+        out.append(f"**Outputs:** {r['version']} answers differently from {rep['baseline_version']} on "
+                   f"`{r['output']}` ({r['verdict']}){size}{worst}.")
+    return out
 
 
 def kernels_alone(d: dict, p: dict | None) -> str:

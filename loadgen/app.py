@@ -66,7 +66,7 @@ def build_payloads(s) -> dict:
     for t in s.targets:
         try:
             out[t.name] = requestset.build(t, p.batch_size, p.seed, p.count, model_version_dir(p.model_dir), p.api,
-                                           p.file)
+                                           p.file, p.requests_file)
         except payload_mod.Unreachable as e:
             raise ServerUnreachable(str(e)) from None
         except (payload_mod.TargetError, SpecError) as e:

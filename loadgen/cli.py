@@ -50,6 +50,8 @@ def add_load_flags(p: argparse.ArgumentParser) -> None:
       help="the TF Serving API (default: auto, the signature's method_name; multi: gRPC MultiInference)")
     a("--signature", help="the signature to drive (default: serving_default)")
     a("--request-count", type=int, help=f"distinct requests, cycled in a seeded order (default: {pl.count})")
+    a("--requests", metavar="FILE", help="requests from a file: 'warmup' (the model's own warmup records), a TFRecord "
+                                         "of PredictionLog or of tf.Example (gzip or not), or JSON lines of REST bodies")
     a("--model-path", help="the served SavedModel (base or version directory): tf.Example inputs are built from "
                            "the feature spec of its graph, string features from its vocabulary assets")
     a("--seed", type=int, help=f"of the random payload and the Poisson schedule (default: {ld.seed})")
@@ -163,6 +165,8 @@ def scenario_from_args(args) -> Scenario:
         s.payload.api = args.api
     if args.request_count is not None:
         s.payload.count = args.request_count
+    if args.requests:
+        s.payload.requests_file = args.requests
     if args.model_path:
         s.payload.model_dir = args.model_path
     if args.signature:

@@ -34,6 +34,7 @@ class Feature:
     dtype: str          # float, int64, string
     kind: str           # dense (a fixed shape), sparse or ragged (a varying count of values)
     shape: tuple = ()   # dense: the shape of one Example's value; () is a scalar
+    required: bool = False  # dense without a default: an Example without it does not parse
 
 
 def _consts(nodes) -> dict:
@@ -52,30 +53,41 @@ def _shape(proto) -> tuple:
     return tuple(int(d.size) for d in proto.dim)
 
 
+def _required(consts: dict, ref: str) -> bool:
+    """A dense feature is required where its default is an empty constant (TF's FixedLenFeature without one)."""
+    node = consts.get(ref.lstrip("^").split(":", 1)[0])
+    return node is not None and any(d.size == 0 for d in node.attr["value"].tensor.tensor_shape.dim)
+
+
 def _features(sparse: list, sparse_types: list, dense: list, dense_types: list, dense_shapes: list,
-              ragged: list = (), ragged_types: list = ()) -> dict:
+              ragged: list = (), ragged_types: list = (), required: list = ()) -> dict:
     out = {k: Feature(KINDS.get(t, "float"), "sparse") for k, t in zip(sparse, sparse_types)}
     out.update({k: Feature(KINDS.get(t, "float"), "ragged") for k, t in zip(ragged, ragged_types)})
-    out.update({k: Feature(KINDS.get(t, "float"), "dense", _shape(s)) for k, t, s in zip(dense, dense_types,
-                                                                                        dense_shapes)})
+    required = list(required) or [False] * len(dense)
+    out.update({k: Feature(KINDS.get(t, "float"), "dense", _shape(s), r)
+                for k, t, s, r in zip(dense, dense_types, dense_shapes, required)})
     return out
 
 
 def _parse_node(node, consts: dict) -> dict:
     a = node.attr
     if node.op == "ParseExampleV2":  # inputs: serialized, names, sparse_keys, dense_keys, ragged_keys, defaults
+        dense = _strings(consts, node.input[3])
         return _features(_strings(consts, node.input[2]), list(a["sparse_types"].list.type),
-                         _strings(consts, node.input[3]), list(a["Tdense"].list.type), list(a["dense_shapes"].list.shape),
-                         _strings(consts, node.input[4]), list(a["ragged_value_types"].list.type))
-    if node.op == "ParseExample":  # inputs: serialized, names, sparse_keys x Nsparse, dense_keys x Ndense, ...
+                         dense, list(a["Tdense"].list.type), list(a["dense_shapes"].list.shape),
+                         _strings(consts, node.input[4]), list(a["ragged_value_types"].list.type),
+                         [_required(consts, ref) for ref in node.input[5:5 + len(dense)]])
+    if node.op == "ParseExample":  # inputs: serialized, names, sparse_keys x Nsparse, dense_keys x Ndense, defaults
         ns, nd = a["Nsparse"].i, a["Ndense"].i
         keys = [_strings(consts, ref)[0] for ref in node.input[2:2 + ns + nd]]
         return _features(keys[:ns], list(a["sparse_types"].list.type), keys[ns:], list(a["Tdense"].list.type),
-                         list(a["dense_shapes"].list.shape))
-    # ParseSingleExample: the keys are attrs
+                         list(a["dense_shapes"].list.shape),
+                         required=[_required(consts, ref) for ref in node.input[2 + ns + nd:2 + ns + 2 * nd]])
+    # ParseSingleExample: the keys are attrs; inputs: serialized, dense defaults
+    dense = [k.decode() for k in a["dense_keys"].list.s]
     return _features([k.decode() for k in a["sparse_keys"].list.s], list(a["sparse_types"].list.type),
-                     [k.decode() for k in a["dense_keys"].list.s], list(a["Tdense"].list.type),
-                     list(a["dense_shapes"].list.shape))
+                     dense, list(a["Tdense"].list.type), list(a["dense_shapes"].list.shape),
+                     required=[_required(consts, ref) for ref in node.input[1:1 + len(dense)]])
 
 
 PARSE_OPS = ("ParseExample", "ParseExampleV2", "ParseSingleExample")
@@ -139,10 +151,28 @@ def examples(spec: dict, n: int, seed: int, vocab: dict | None = None) -> list:
         ex = tfproto.Example()
         for key, f in sorted(spec.items()):
             values = _values(f, rng, vocab.get(key))
-            field = {"string": "bytes_list", "int64": "int64_list", "float": "float_list"}[f.dtype]
-            getattr(ex.features.feature[key], field).value.extend(values)
+            getattr(ex.features.feature[key], FIELDS[f.dtype]).value.extend(values)
         out.append(ex)
     return out
+
+
+FIELDS = {"string": "bytes_list", "int64": "int64_list", "float": "float_list"}
+
+
+def check(ex, spec: dict, where: str) -> None:
+    """Refuse an Example the graph would not parse: a feature of another type, or a required one missing (real
+    TFX data drifting from its model), in one line naming the feature and both types."""
+    have = ex.features.feature
+    for key, f in sorted(spec.items()):
+        if key not in have:
+            if f.required:
+                raise SpecError(f"{where}: feature {key!r} is missing; the graph parses it as a required {f.dtype} "
+                                "(FixedLenFeature without a default)")
+            continue
+        got = [name for name in FIELDS.values() if have[key].HasField(name)]
+        if got and got[0] != FIELDS[f.dtype]:
+            raise SpecError(f"{where}: feature {key!r} is a {got[0]}, the graph parses it as {f.dtype} "
+                            f"({FIELDS[f.dtype]})")
 
 
 def as_json(ex) -> dict:

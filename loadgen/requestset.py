@@ -20,6 +20,7 @@ import orjson
 
 from fileio.atomic import write_atomic
 from loadgen import examples as ex_mod
+from loadgen import recordfile
 from loadgen import payload as payload_mod
 from loadgen import tfproto
 from loadgen.scenario import ScenarioError, Target
@@ -93,8 +94,9 @@ def _example_input(sig: dict, spec: dict) -> str | None:
 
 
 def build(t: Target, rows: int, seed: int, count: int = 64, model_dir: str = "", api: str = "auto",
-          file: str = "") -> RequestSet:
-    """`count` distinct requests of `rows` rows each for target t (a payload file: one request, as before)."""
+          file: str = "", requests_file: str = "") -> RequestSet:
+    """`count` distinct requests of `rows` rows each for target t (a payload file: one request, as before; a
+    requests file: the requests it holds, loadgen/recordfile.py)."""
     if not 1 <= count <= MAX_COUNT:
         raise ScenarioError(f"requests must be 1..{MAX_COUNT}, got {count}")
     if file:
@@ -105,6 +107,9 @@ def build(t: Target, rows: int, seed: int, count: int = 64, model_dir: str = "",
     spec = ex_mod.read_spec(model_dir) if model_dir else {}
     vocab = ex_mod.vocabularies(model_dir, spec) if spec else {}
     example_input = _example_input(sig, spec)
+    if requests_file:
+        return from_file(dataclasses.replace(t, signature=sig_name), api, sig, sigs, spec, example_input, rows, count,
+                         recordfile.resolve(requests_file, model_dir))
     if api != "predict" and not spec:
         raise ScenarioError(f"{t.name}: {api} sends tf.Examples, and no feature spec is known: give the model's path "
                             "(MODEL=, --model-path) so it is read from the graph")
@@ -126,24 +131,23 @@ def build(t: Target, rows: int, seed: int, count: int = 64, model_dir: str = "",
     return RequestSet(tuple(bodies), api, f"{count} distinct requests, {what}", sig_name)
 
 
-def tensors(t: Target, rows: int, seed: int, count: int, model_dir: str, api: str = "auto") -> tuple:
-    """(signature name, [{input: ndarray}, ...]): the same requests as build() makes, as the input tensors of the
-    signature they run (serialized Examples as an object array of bytes): what the in-process ceiling and op
-    trace feed, so they run what the servers get."""
-    sigs = payload_mod.fetch_signatures(t)
-    api, sig_name = pick_api(t, sigs, api)
-    sig = sigs[sig_name]
-    spec = ex_mod.read_spec(model_dir) if model_dir else {}
-    vocab = ex_mod.vocabularies(model_dir, spec) if spec else {}
-    example_input = _example_input(sig, spec) or (next(iter(sig["inputs"])) if api != "predict" else None)
-    out = []
-    for i in range(count):
-        inputs = payload_mod.make_inputs(sig["inputs"], rows, seed + i)
-        if example_input:
-            inputs[example_input] = np.array([e.SerializeToString() for e in ex_mod.examples(spec, rows, seed + i, vocab)],
-                                             dtype=object)
-        out.append(inputs)
-    return sig_name, out
+def tensors(t: Target, rows: int, seed: int, count: int, model_dir: str, api: str = "auto",
+            requests_file: str = "") -> tuple:
+    """(signature name, [{input: ndarray}, ...]): the requests build() makes for a gRPC target t, decoded into the
+    input tensors of the signature they run (serialized Examples as an object array of bytes): what the in-process
+    ceiling and op trace feed, so they run what the servers get."""
+    if t.protocol != "grpc":
+        raise ScenarioError("tensors() decodes gRPC requests: give the server's gRPC address")
+    reqs = build(t, rows, seed, count, model_dir, api, requests_file=requests_file)
+    if reqs.api == "predict":
+        return reqs.signature, [{k: tfproto.tensor_array(v) for k, v in tfproto.PredictRequest.FromString(b).inputs.items()}
+                                for b in reqs.bodies]
+    kind = {"classify": tfproto.ClassificationRequest, "regress": tfproto.RegressionRequest,
+            "multi": tfproto.MultiInferenceRequest}[reqs.api]
+    name = next(iter(payload_mod.signature_of(dataclasses.replace(t, signature=reqs.signature),
+                                              payload_mod.fetch_signatures(t))["inputs"]))
+    return reqs.signature, [{name: np.array([e.SerializeToString() for e in kind.FromString(b).input.example_list.examples],
+                                            dtype=object)} for b in reqs.bodies]
 
 
 def write_tensors(path, signature: str, by_rows: dict) -> None:
@@ -166,16 +170,85 @@ def _body(t: Target, api: str, sig: dict, spec: dict, vocab: dict, example_input
     if example_input:
         serialized = [e.SerializeToString() for e in ex_mod.examples(spec, rows, seed, vocab)]
         inputs[example_input] = np.array(serialized, dtype=object)
-        if t.protocol == "rest":  # serialized bytes travel as {"b64": ...} in TF Serving's REST API
-            body = {"instances": [{"b64": base64.b64encode(b).decode()} for b in serialized]}
-            if t.signature != "serving_default":
-                body["signature_name"] = t.signature
-            if len(inputs) > 1:
-                raise ScenarioError(f"{t.name}: a signature with serialized Examples beside other inputs is not "
-                                    "supported over REST; use PROTOCOL=grpc")
-            return orjson.dumps(body)
-    return payload_mod.rest_body(inputs, t.format, t.signature) if t.protocol == "rest" \
-        else payload_mod.grpc_body(inputs, t)
+    return _predict_body(t, inputs, example_input)
+
+
+def from_file(t: Target, api: str, sig: dict, sigs: dict, spec: dict, example_input: str | None, rows: int,
+              count: int, path: str) -> RequestSet:
+    """The requests a file holds: REST bodies (JSON lines), TF Serving's warmup logs, or tf.Examples grouped
+    `rows` to a request, at most `count` of them."""
+    if path.endswith(".jsonl"):
+        if t.protocol != "rest":
+            raise ScenarioError(f"REQUESTS {path}: JSON lines are REST bodies; use PROTOCOL=rest, or a TFRecord")
+        bodies = recordfile.json_lines(path)[:count]
+        return RequestSet(tuple(bodies), api, f"{len(bodies)} REST bodies from {path}", t.signature)
+    records = recordfile.tfrecords(path)
+    logs = recordfile.warmup_logs(records)
+    if logs is not None:
+        return _from_logs(t, api, logs, count, path)
+    if not spec:
+        raise ScenarioError(f"REQUESTS {path} holds tf.Examples: give the model's path (MODEL=, --model-path) so "
+                            "they are checked against the graph's parse spec")
+    if api == "predict" and not example_input:
+        raise ScenarioError(f"REQUESTS {path} holds tf.Examples, and signature {t.signature!r} takes no serialized "
+                            "Examples: name one that does (SIGNATURE=, API=classify)")
+    exs = recordfile.examples_of(records, spec, path)
+    n = min(count, max(1, len(exs) // rows))
+    bodies = []
+    for i in range(n):
+        group = [exs[(i * rows + j) % len(exs)] for j in range(rows)]
+        if api != "predict":
+            bodies.append(_inference_body(t, api, group, sigs))
+            continue
+        inputs = payload_mod.make_inputs(sig["inputs"], rows, i)
+        inputs[example_input] = np.array([e.SerializeToString() for e in group], dtype=object)
+        bodies.append(_predict_body(t, inputs, example_input))
+    return RequestSet(tuple(bodies), api, f"{n} requests of {rows} tf.Examples from {path} ({len(exs)} Examples)",
+                      t.signature)
+
+
+def _from_logs(t: Target, api: str, logs: list, count: int, path: str) -> RequestSet:
+    """Warmup logs of the API asked for (auto: of the first log's), re-addressed to the target's model."""
+    want = logs[0][0] if api in ("auto", logs[0][0]) else api
+    mine = [req for kind, req in logs if kind == want][:count]
+    if not mine:
+        raise ScenarioError(f"REQUESTS {path} holds no {want} logs (it holds: "
+                            f"{', '.join(sorted({k for k, _ in logs}))})")
+    bodies = []
+    for req in mine:
+        specs = [task.model_spec for task in req.tasks] if want == "multi" else [req.model_spec]
+        for ms in specs:
+            ms.name = t.model
+        if t.protocol == "grpc":
+            bodies.append(req.SerializeToString())
+        elif want == "multi":
+            raise ScenarioError("MultiInference has no REST API in TF Serving; use PROTOCOL=grpc")
+        elif want == "predict":
+            target = dataclasses.replace(t, signature=req.model_spec.signature_name or t.signature)
+            inputs = {k: tfproto.tensor_array(v) for k, v in req.inputs.items()}
+            bodies.append(_predict_body(target, inputs, next((k for k, v in inputs.items() if v.dtype == object), None)))
+        else:
+            body = {"examples": [ex_mod.as_json(e) for e in req.input.example_list.examples]}
+            if req.model_spec.signature_name not in ("", "serving_default"):
+                body["signature_name"] = req.model_spec.signature_name
+            bodies.append(orjson.dumps(body))
+    return RequestSet(tuple(bodies), want, f"{len(bodies)} {want} requests from the warmup records {path}",
+                      t.signature)
+
+
+def _predict_body(t: Target, inputs: dict, binary_input: str | None) -> bytes:
+    """A predict request of these tensors; a string input of serialized bytes goes over REST as {"b64": ...}."""
+    if t.protocol == "grpc":
+        return payload_mod.grpc_body(inputs, t)
+    if binary_input is None:
+        return payload_mod.rest_body(inputs, t.format, t.signature)
+    if len(inputs) > 1:
+        raise ScenarioError(f"{t.name}: a signature with serialized Examples beside other inputs is not "
+                            "supported over REST; use PROTOCOL=grpc")
+    body = {"instances": [{"b64": base64.b64encode(b).decode()} for b in inputs[binary_input].ravel()]}
+    if t.signature != "serving_default":
+        body["signature_name"] = t.signature
+    return orjson.dumps(body)
 
 
 def _inference_body(t: Target, api: str, exs: list, sigs: dict) -> bytes:

@@ -108,6 +108,7 @@ class Payload:
     count: int = 64        # distinct requests, cycled in a seeded order (loadgen/requestset.py)
     api: str = "auto"      # predict, classify, regress, multi; auto: the signature's method
     model_dir: str = ""    # the SavedModel (base or version directory): the parse spec of tf.Example inputs
+    requests_file: str = ""  # requests from a file: warmup, a TFRecord, JSON lines (loadgen/recordfile.py)
 
 
 @dataclasses.dataclass

@@ -76,6 +76,15 @@ _MESSAGES = {
                                          ("method_name", 2, STR, None, False)],
     "tensorflow.serving.MultiInferenceRequest": [("tasks", 1, MSG, ".tensorflow.serving.InferenceTask", True),
                                                  ("input", 2, MSG, ".tensorflow.serving.Input", False)],
+    # prediction_log.proto: TF Serving's warmup records (assets.extra/tf_serving_warmup_requests)
+    "tensorflow.serving.ClassifyLog": [("request", 1, MSG, ".tensorflow.serving.ClassificationRequest", False)],
+    "tensorflow.serving.RegressLog": [("request", 1, MSG, ".tensorflow.serving.RegressionRequest", False)],
+    "tensorflow.serving.PredictLog": [("request", 1, MSG, ".tensorflow.serving.PredictRequest", False)],
+    "tensorflow.serving.MultiInferenceLog": [("request", 1, MSG, ".tensorflow.serving.MultiInferenceRequest", False)],
+    "tensorflow.serving.PredictionLog": [("classify_log", 2, MSG, ".tensorflow.serving.ClassifyLog", False),
+                                         ("regress_log", 3, MSG, ".tensorflow.serving.RegressLog", False),
+                                         ("multi_inference_log", 4, MSG, ".tensorflow.serving.MultiInferenceLog", False),
+                                         ("predict_log", 6, MSG, ".tensorflow.serving.PredictLog", False)],
     # saved_model.proto, meta_graph.proto, graph.proto, node_def.proto, attr_value.proto, function.proto: only
     # the fields the load generator reads (a signature's parse spec); protobuf skips the rest of the file
     "tensorflow.SavedModel": [("meta_graphs", 2, MSG, ".tensorflow.MetaGraphDef", True)],
@@ -160,6 +169,32 @@ ClassificationRequest = _CLASSES["tensorflow.serving.ClassificationRequest"]
 RegressionRequest = _CLASSES["tensorflow.serving.RegressionRequest"]
 MultiInferenceRequest = _CLASSES["tensorflow.serving.MultiInferenceRequest"]
 SavedModel = _CLASSES["tensorflow.SavedModel"]
+PredictionLog = _CLASSES["tensorflow.serving.PredictionLog"]
+
+
+def tensor_array(proto) -> np.ndarray:
+    """A TensorProto's values as an ndarray (the inverse of tensor_proto; a single value fills the shape, as in
+    TensorFlow)."""
+    shape = [d.size for d in proto.tensor_shape.dim]
+    name = DT_NAME.get(proto.dtype, "")
+    if name == "DT_STRING":
+        flat = np.array(list(proto.string_val), dtype=object)
+    else:
+        dtype = next((d for d, v in NP_DT.items() if v == proto.dtype), None)
+        if dtype is None:
+            raise ValueError(f"a tensor of {name or proto.dtype} cannot be read here")
+        if proto.tensor_content:
+            flat = np.frombuffer(proto.tensor_content, dtype=dtype.newbyteorder("<")).astype(dtype)
+        else:
+            field = {1: "float_val", 2: "double_val", 9: "int64_val", 10: "bool_val", 19: "half_val",
+                     22: "uint32_val", 23: "uint64_val"}.get(proto.dtype, "int_val")
+            flat = np.array(list(getattr(proto, field)), dtype=np.uint16 if field == "half_val" else dtype)
+            if field == "half_val":
+                flat = flat.view(np.float16)
+    n = int(np.prod(shape)) if shape else 1
+    if flat.size == 1 and n != 1:
+        flat = np.repeat(flat, n)
+    return flat.reshape(shape)
 
 
 def tensor_proto(arr: np.ndarray):

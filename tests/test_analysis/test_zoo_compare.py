@@ -42,6 +42,11 @@ def test_a_tf_example_model_compared_through_classify_over_both_protocols(tmp_pa
     rep = json.loads((d / "report.json").read_text())
     assert all(c["client_vs_server"]["exact"] and c["client_vs_server"]["ok"] for c in rep["crosscheck"])
     assert {c["version"] for c in rep["ceiling"]} == set(TEST_VERSIONS)  # the ceiling ran the same Examples
+    # the same Examples to every version: a verdict per output of the classify signature
+    verdicts = {r["output"]: r["verdict"] for r in rep["outputs"]}
+    assert set(verdicts) == {"scores", "classes"} and verdicts["classes"] == "identical", rep["outputs"]
+    assert verdicts["scores"] in ("identical", "within 1e-5", "differ"), verdicts
     md = (d / "report.md").read_text()
+    assert "## Outputs (the same requests, each version against the baseline)" in md
     assert re.search(r"Model: \S+recommender, exported once by TensorFlow 2\.9\.\d+ and served unchanged by every "
                      r"version; API classify", md), md[-800:]

@@ -112,7 +112,7 @@ def test_a_model_that_refuses_every_request_is_invalid_naming_what_it_said(rec_s
 
 def test_tensors_for_the_ceiling_are_the_requests_the_servers_get(rec_server, recommender, tmp_path):
     """The in-process ceiling feeds the same requests: the classify signature's serialized Examples."""
-    t = Target(rec_server.version, "rest", "127.0.0.1", rec_server.rest)
+    t = Target(rec_server.version, "grpc", "127.0.0.1", rec_server.grpc)
     sig, reqs = requestset.tensors(t, 4, 1, 3, str(recommender[1]), "classify")
     assert sig == "classify" and len(reqs) == 3 and list(reqs[0]) == ["inputs"]
     path = tmp_path / "requests.json"
@@ -124,3 +124,77 @@ def test_tensors_for_the_ceiling_are_the_requests_the_servers_get(rec_server, re
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     requestset.write_tensors(path, "serving_default", {2: [{"x": x}]})
     assert np.array_equal(requestfile.read(str(path))[1][2][0]["x"], x)
+
+
+def _examples_file(path, n: int, price=lambda i: [float(i) / 10]) -> None:
+    """A TFRecord of tf.Examples written by TensorFlow itself (gzip): what a TFX pipeline's users hold."""
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as w:
+        for i in range(n):
+            feats = {"user": tf.train.Feature(bytes_list=tf.train.BytesList(value=[f"user{i}".encode()])),
+                     "item": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+                     "tags": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a", b"b"]))}
+            v = price(i)
+            feats["price"] = tf.train.Feature(float_list=tf.train.FloatList(value=v)) if isinstance(v[0], float) \
+                else tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+            w.write(tf.train.Example(features=tf.train.Features(feature=feats)).SerializeToString())
+
+
+@pytest.mark.parametrize("proto,api", [("grpc", "auto"), ("rest", "classify")])
+def test_requests_from_a_tfrecord_of_examples(rec_server, recommender, tmp_path, proto, api):
+    path = tmp_path / "examples.tfrecord.gz"
+    _examples_file(path, 40)
+    port = rec_server.rest if proto == "rest" else rec_server.grpc
+    t = Target(rec_server.version, proto, "127.0.0.1", port)
+    reqs = requestset.build(t, 4, 1, 64, str(recommender[1]), api, requests_file=str(path))
+    assert len(reqs.bodies) == 10 and "10 requests of 4 tf.Examples from" in reqs.source  # 40 Examples, 4 a request
+    proc, summary = loadgen_summary(tmp_path, [
+        "run", "--target", f"{rec_server.version}={proto}://127.0.0.1:{port}", "--concurrency", "2", "--duration",
+        "1s", "--warmup", "0.2s", "--batch-size", "4", "--metrics-port", "0", "--min-requests", "20", "--api", api,
+        "--model-path", str(recommender[0]), "--requests", str(path)])
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert steady(summary)["errors"] == {} and steady(summary)["valid"]
+
+
+def test_examples_that_drifted_from_the_model_are_refused_naming_the_feature_and_both_types(rec_server, recommender,
+                                                                                            tmp_path):
+    path = tmp_path / "drifted.tfrecord"
+    _examples_file(path, 8, price=lambda i: [i])  # price as int64: the graph parses a float
+    proc, _ = loadgen_summary(tmp_path, [
+        "run", "--target", f"x=grpc://127.0.0.1:{rec_server.grpc}", "--duration", "1s", "--metrics-port", "0",
+        "--model-path", str(recommender[0]), "--requests", str(path)])
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert "feature 'price' is a int64_list, the graph parses it as float (float_list)" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("proto", ["grpc", "rest"])
+def test_requests_from_tf_servings_warmup_records(rec_server, recommender, tmp_path, proto):
+    """TF Serving's warmup format (PredictionLog TFRecords, written here by TensorFlow and tensorflow-serving-api),
+    predict and classify logs; the API taken from the first log."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    exs = [e.SerializeToString() for e in examples.examples(examples.read_spec(recommender[1]), 6, seed=1)]
+    path = tmp_path / "warmup.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for i in range(3):
+            log = prediction_log_pb2.PredictionLog()
+            req = log.predict_log.request
+            req.model_spec.name = "whatever_it_was_called"
+            req.inputs["examples"].CopyFrom(tf.make_tensor_proto(exs[2 * i:2 * i + 2], dtype=tf.string))
+            w.write(log.SerializeToString())
+        log = prediction_log_pb2.PredictionLog()
+        log.classify_log.request.model_spec.signature_name = "classify"
+        log.classify_log.request.input.example_list.examples.add().ParseFromString(exs[0])
+        w.write(log.SerializeToString())
+    port = rec_server.rest if proto == "rest" else rec_server.grpc
+    reqs = requestset.build(Target("x", proto, "127.0.0.1", port), 1, 1, 64, "", "auto", requests_file=str(path))
+    assert reqs.api == "predict" and len(reqs.bodies) == 3 and "warmup records" in reqs.source
+    proc, summary = loadgen_summary(tmp_path, [
+        "run", "--target", f"x={proto}://127.0.0.1:{port}", "--concurrency", "2", "--duration", "1s", "--warmup",
+        "0.2s", "--metrics-port", "0", "--min-requests", "20", "--requests", str(path)])
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    assert steady(summary)["errors"] == {} and steady(summary)["valid"]
+    cls = requestset.build(Target("x", proto, "127.0.0.1", port), 1, 1, 64, "", "classify", requests_file=str(path))
+    assert cls.api == "classify" and len(cls.bodies) == 1
