@@ -33,9 +33,9 @@ PY = sys.executable
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
 
-def body() -> bytes:
+def body(seed: int = 0) -> bytes:
     import numpy as np
-    return json.dumps({"instances": np.random.default_rng(0).random((1, 784)).round(6).tolist()}).encode()
+    return json.dumps({"instances": np.random.default_rng(seed).random((1, 784)).round(6).tolist()}).encode()
 
 
 def run_wrk(url, body_file, seconds, conc):
@@ -185,6 +185,8 @@ def main() -> int:
     a = ap.parse_args()
     body_file = Path(tempfile.mkdtemp()) / "body.json"
     body_file.write_bytes(body())
+    set_file = body_file.with_name("set.jsonl")  # a request set: 1,024 distinct bodies, cycled in a seeded order
+    set_file.write_bytes(b"\n".join(body(i) for i in range(1024)) + b"\n")
     rows = {}
     with Nginx(core=0) as nginx:
         url = f"http://127.0.0.1:{nginx.port}/v1/models/my_model:predict"
@@ -198,13 +200,17 @@ def main() -> int:
                          ("seed client (threads+requests)", lambda: run_seed(url, body_file, a.seconds, a.concurrency)),
                          ("loadgen (1 process, closed loop)", lambda: run_loadgen(target, [
                              "--concurrency", str(a.concurrency), "--duration", f"{a.seconds}s", "--warmup", "1s",
-                             "--payload-file", str(body_file)], saturating=True)["achieved_qps"])):
+                             "--payload-file", str(body_file)], saturating=True)["achieved_qps"]),
+                         ("loadgen, a set of 1,024 distinct requests", lambda: run_loadgen(target, [
+                             "--concurrency", str(a.concurrency), "--duration", f"{a.seconds}s", "--warmup", "1s",
+                             "--requests", str(set_file), "--request-count", "1024"], saturating=True)["achieved_qps"])):
             print(f"measuring {name} ...", file=sys.stderr, flush=True)
             rows[name] = fn()
         wrk = rows["wrk"]
         print(table(f"\nclosed loop, {a.concurrency} connections, {a.seconds}s each, against nginx (fixed answer)",
                     ["client", "req/s", "x wrk"], [[k, f"{v:,.0f}", f"{v / wrk:.3f}"] for k, v in rows.items()]))
         lg = rows["loadgen (1 process, closed loop)"]
+        print(f"a set of 1,024 requests / one body: {rows['loadgen, a set of 1,024 distinct requests'] / lg:.3f}")
         print(f"loadgen / locust FastHttpUser: {lg / rows['locust FastHttpUser']:.1f}x   "
               f"loadgen / seed client: {lg / rows['seed client (threads+requests)']:.1f}x")
         rate = round(0.8 * lg)

@@ -101,6 +101,8 @@ def build(t: Target, rows: int, seed: int, count: int = 64, model_dir: str = "",
         raise ScenarioError(f"requests must be 1..{MAX_COUNT}, got {count}")
     if file:
         return one(payload_mod.build(t, rows, seed, file))
+    if requests_file.endswith(".jsonl"):
+        return rest_bodies(t, api, recordfile.resolve(requests_file, model_dir), count)
     sigs = payload_mod.fetch_signatures(t)
     api, sig_name = pick_api(t, sigs, api)
     sig = sigs[sig_name]
@@ -177,11 +179,6 @@ def from_file(t: Target, api: str, sig: dict, sigs: dict, spec: dict, example_in
               count: int, path: str) -> RequestSet:
     """The requests a file holds: REST bodies (JSON lines), TF Serving's warmup logs, or tf.Examples grouped
     `rows` to a request, at most `count` of them."""
-    if path.endswith(".jsonl"):
-        if t.protocol != "rest":
-            raise ScenarioError(f"REQUESTS {path}: JSON lines are REST bodies; use PROTOCOL=rest, or a TFRecord")
-        bodies = recordfile.json_lines(path)[:count]
-        return RequestSet(tuple(bodies), api, f"{len(bodies)} REST bodies from {path}", t.signature)
     records = recordfile.tfrecords(path)
     logs = recordfile.warmup_logs(records)
     if logs is not None:
@@ -205,6 +202,17 @@ def from_file(t: Target, api: str, sig: dict, sigs: dict, spec: dict, example_in
         bodies.append(_predict_body(t, inputs, example_input))
     return RequestSet(tuple(bodies), api, f"{n} requests of {rows} tf.Examples from {path} ({len(exs)} Examples)",
                       t.signature)
+
+
+def rest_bodies(t: Target, api: str, path: str, count: int) -> RequestSet:
+    """JSON lines of REST bodies, sent as they are: predict bodies (instances, inputs) need no metadata; bodies
+    of Examples go to the API named, else to the signature's own method."""
+    if t.protocol != "rest":
+        raise ScenarioError(f"REQUESTS {path}: JSON lines are REST bodies; use PROTOCOL=rest, or a TFRecord")
+    bodies = recordfile.json_lines(path)[:count]
+    if api == "auto":
+        api = "predict" if b'"examples"' not in bodies[0] else pick_api(t, payload_mod.fetch_signatures(t), api)[0]
+    return RequestSet(tuple(bodies), api, f"{len(bodies)} REST bodies from {path}", t.signature)
 
 
 def _from_logs(t: Target, api: str, logs: list, count: int, path: str) -> RequestSet:

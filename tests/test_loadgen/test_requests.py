@@ -198,3 +198,19 @@ def test_requests_from_tf_servings_warmup_records(rec_server, recommender, tmp_p
     assert steady(summary)["errors"] == {} and steady(summary)["valid"]
     cls = requestset.build(Target("x", proto, "127.0.0.1", port), 1, 1, 64, "", "classify", requests_file=str(path))
     assert cls.api == "classify" and len(cls.bodies) == 1
+
+
+def test_requests_from_json_lines_of_rest_bodies(server, tmp_path):
+    """JSON lines of REST bodies are sent as they are (no metadata needed); a gRPC target is refused in one line."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "bodies.jsonl"
+    path.write_text("\n".join(json.dumps({"instances": rng.random((2, 784)).round(5).tolist()}) for _ in range(16)))
+    reqs = requestset.build(Target("x", "rest", "127.0.0.1", server.rest), 2, 1, 64, requests_file=str(path))
+    assert reqs.api == "predict" and len(set(reqs.bodies)) == 16 and reqs.source.startswith("16 REST bodies")
+    proc, summary = loadgen_summary(tmp_path, [
+        "run", "--target", f"x=rest://127.0.0.1:{server.rest}", "--concurrency", "2", "--duration", "1s",
+        "--warmup", "0", "--metrics-port", "0", "--min-requests", "20", "--requests", str(path)])
+    assert proc.returncode == 0 and steady(summary)["errors"] == {}, proc.stderr[-1500:]
+    grpc, _ = loadgen_summary(tmp_path, ["run", "--target", f"x=grpc://127.0.0.1:{server.grpc}", "--duration", "1s",
+                                         "--metrics-port", "0", "--requests", str(path)])
+    assert grpc.returncode == 2 and "JSON lines are REST bodies; use PROTOCOL=rest" in grpc.stderr, grpc.stderr
