@@ -93,9 +93,28 @@ def _parse_node(node, consts: dict) -> dict:
 PARSE_OPS = ("ParseExample", "ParseExampleV2", "ParseSingleExample")
 
 
+IMAGE_OPS = ("DecodeImage", "DecodeJpeg", "DecodePng", "DecodeBmp", "DecodeGif", "DecodeAndCropJpeg")
+
+
 def read_spec(model_dir) -> dict:
     """{feature key: Feature} of every Example parse op in the SavedModel at model_dir (a version directory);
     {} when the graph parses no Examples."""
+    spec = {}
+    for nodes in _scopes(model_dir):
+        consts = _consts(nodes)
+        for node in nodes:
+            if node.op in PARSE_OPS:
+                spec.update(_parse_node(node, consts))
+    return spec
+
+
+def decodes_images(model_dir) -> bool:
+    """Whether the graph decodes image bytes (JPEG, PNG, ...): its string inputs then take encoded images."""
+    return any(node.op in IMAGE_OPS for nodes in _scopes(model_dir) for node in nodes)
+
+
+def _scopes(model_dir) -> list:
+    """The node lists of the SavedModel's graphs and of their function libraries."""
     pb = Path(model_dir) / "saved_model.pb"
     try:
         if pb.stat().st_size > MAX_PB_BYTES:
@@ -105,15 +124,8 @@ def read_spec(model_dir) -> dict:
         raise SpecError(f"cannot read {pb}: {e.strerror or e}") from None
     except Exception as e:  # protobuf's DecodeError: not a SavedModel
         raise SpecError(f"{pb} is not a SavedModel ({type(e).__name__})") from None
-    spec = {}
-    for meta in saved.meta_graphs:
-        scopes = [list(meta.graph_def.node)] + [list(f.node_def) for f in meta.graph_def.library.function]
-        for nodes in scopes:
-            consts = _consts(nodes)
-            for node in nodes:
-                if node.op in PARSE_OPS:
-                    spec.update(_parse_node(node, consts))
-    return spec
+    return [nodes for meta in saved.meta_graphs
+            for nodes in [list(meta.graph_def.node)] + [list(f.node_def) for f in meta.graph_def.library.function]]
 
 
 def vocabularies(model_dir, spec: dict) -> dict:

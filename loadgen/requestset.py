@@ -20,7 +20,7 @@ import orjson
 
 from fileio.atomic import write_atomic
 from loadgen import examples as ex_mod
-from loadgen import recordfile
+from loadgen import images, recordfile
 from loadgen import payload as payload_mod
 from loadgen import tfproto
 from loadgen.scenario import ScenarioError, Target
@@ -109,27 +109,29 @@ def build(t: Target, rows: int, seed: int, count: int = 64, model_dir: str = "",
     spec = ex_mod.read_spec(model_dir) if model_dir else {}
     vocab = ex_mod.vocabularies(model_dir, spec) if spec else {}
     example_input = _example_input(sig, spec)
+    image_input = None if example_input or not model_dir or not ex_mod.decodes_images(model_dir) else \
+        next((k for k, (d, _) in sig["inputs"].items() if d == "DT_STRING"), None)
     if requests_file:
         return from_file(dataclasses.replace(t, signature=sig_name), api, sig, sigs, spec, example_input, rows, count,
                          recordfile.resolve(requests_file, model_dir))
     if api != "predict" and not spec:
         raise ScenarioError(f"{t.name}: {api} sends tf.Examples, and no feature spec is known: give the model's path "
                             "(MODEL=, --model-path) so it is read from the graph")
-    if api == "predict" and example_input is None and any(d == "DT_STRING" for d, _ in sig["inputs"].values()) \
-            and not model_dir:
+    if api == "predict" and example_input is None and image_input is None \
+            and any(d == "DT_STRING" for d, _ in sig["inputs"].values()) and not model_dir:
         raise ScenarioError(f"{t.name}: signature {sig_name!r} takes strings, which may be serialized tf.Examples: "
                             "give the model's path (MODEL=, --model-path) so their feature spec is read from the graph")
     target = dataclasses.replace(t, signature=sig_name)
     bodies, total = [], 0
     for i in range(count):
-        body = _body(target, api, sig, spec, vocab, example_input, rows, seed + i, sigs)
+        body = _body(target, api, sig, spec, vocab, example_input, rows, seed + i, sigs, image_input)
         total += len(body)
         if total > MAX_SET_BYTES:
             raise ScenarioError(f"{count} requests of {rows} rows take over {MAX_SET_BYTES >> 20} MiB; send fewer "
                                 "(REQUESTS_COUNT=, --request-count) or fewer rows")
         bodies.append(body)
     what = "tf.Examples from the graph's parse spec" if spec and (example_input or api != "predict") else \
-        "tensors from the signature"
+        "JPEG images for the graph's image decoder" if image_input else "tensors from the signature"
     return RequestSet(tuple(bodies), api, f"{count} distinct requests, {what}", sig_name)
 
 
@@ -165,14 +167,16 @@ def write_tensors(path, signature: str, by_rows: dict) -> None:
 
 
 def _body(t: Target, api: str, sig: dict, spec: dict, vocab: dict, example_input: str | None, rows: int, seed: int,
-          sigs: dict) -> bytes:
+          sigs: dict, image_input: str | None = None) -> bytes:
     if api != "predict":
         return _inference_body(t, api, ex_mod.examples(spec, rows, seed, vocab), sigs)
     inputs = payload_mod.make_inputs(sig["inputs"], rows, seed)
     if example_input:
         serialized = [e.SerializeToString() for e in ex_mod.examples(spec, rows, seed, vocab)]
         inputs[example_input] = np.array(serialized, dtype=object)
-    return _predict_body(t, inputs, example_input)
+    if image_input:
+        inputs[image_input] = images.jpegs(rows, seed)
+    return _predict_body(t, inputs, example_input or image_input)
 
 
 def from_file(t: Target, api: str, sig: dict, sigs: dict, spec: dict, example_input: str | None, rows: int,

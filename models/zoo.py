@@ -20,7 +20,10 @@ from stack.venvs import ensure_venv, venv_python
 
 # name -> (module that exports it inside a version's venv, what it is)
 ZOO = {"recommender": ("models.recommender", "TFX-style recommender: tf.Example in (ParseExampleV2), a vocabulary "
-                                             "asset, embeddings; predict, classify and regress signatures")}
+                                             "asset, embeddings; predict, classify and regress signatures"),
+       "image": ("models.image", "keras.applications ResNet-50 on 64x64 RGB: float images (serving_default) and "
+                                 "JPEG bytes decoded in the graph (serving_bytes)"),
+       "text": ("models.text", "BERT-style encoder: two transformer blocks on int32 token ids [batch, 32]")}
 
 
 def _release(v) -> tuple:

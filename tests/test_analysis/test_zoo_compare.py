@@ -50,3 +50,32 @@ def test_a_tf_example_model_compared_through_classify_over_both_protocols(tmp_pa
     assert "## Outputs (the same requests, each version against the baseline)" in md
     assert re.search(r"Model: \S+recommender, exported once by TensorFlow 2\.9\.\d+ and served unchanged by every "
                      r"version; API classify", md), md[-800:]
+
+
+@pytest.mark.parametrize("model,protocol,signature,source,outputs", [
+    ("image", "rest", "serving_bytes", "JPEG images for the graph's image decoder", {"predictions"}),
+    ("text", "grpc", "serving_default", "tensors from the signature", {"logits", "pooled"}),
+], ids=["image-bytes-rest", "text-grpc"])
+def test_an_image_and_a_text_model_are_compared_with_no_option_but_the_model(tmp_path, model, protocol, signature,
+                                                                             source, outputs):
+    """The zoo's ResNet-50 through its image-bytes signature over REST (JPEGs decoded in the graph) and its BERT-style
+    encoder over gRPC (int32 token ids): zero errors in every window and an outputs verdict per output."""
+    env = dict(os.environ, TFSB_PORT_OFFSET="30000", TFSB_STATE=str(tmp_path / "state"),
+               TFSB_RESULTS=str(tmp_path / "results"), PYTHONPATH=str(ROOT))
+    profile = tmp_path / "zoo.yaml"
+    profile.write_text(PROFILE.replace("repeat: 2", "repeat: 1").replace("window_s: 2", "window_s: 1.5"))
+    try:
+        out = subprocess.run([sys.executable, "-m", "analysis", "compare", "--versions", " ".join(TEST_VERSIONS),
+                              "--model", model, "--signature", signature, "--protocol", protocol, "--rows", "2",
+                              "--profile", str(profile), "--runtime", "local"], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=600)
+    finally:
+        subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=env, capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert source in out.stdout
+    run_id = re.search(r"run id (\S+)", out.stdout).group(1)
+    rep = json.loads((Path(env["TFSB_RESULTS"]) / run_id / "report.json").read_text())
+    cells = list(json.loads((Path(env["TFSB_RESULTS"]) / run_id / "compare.json").read_text())["cells"].values())
+    assert cells and all(c["valid"] and c["client"]["errors"] == {} for c in cells), cells
+    assert {r["output"] for r in rep["outputs"]} == outputs
+    assert all(r["verdict"] in ("identical", "within 1e-5", "differ") for r in rep["outputs"]), rep["outputs"]
