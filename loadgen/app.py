@@ -9,13 +9,14 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 
 from fileio.atomic import WriteError
 from loadgen import payload as payload_mod
 from loadgen import requestset
 from loadgen.examples import SpecError
 from loadgen import stopping
-from loadgen.exposition import LoadgenCollector, serve_metrics, stop_metrics
+from loadgen.exposition import LoadgenCollector, serve_metrics, stop_metrics, wait_final_scrape
 from loadgen.record import Recorder
 from loadgen.runner import LiveState, Runner
 from loadgen.summary import merge_raw, print_table, summarize, write_json_atomic
@@ -209,6 +210,7 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
     if live is not None:  # /metrics says "done" before the summary file does
         live.valid = {t["name"]: int(t["valid"]) for t in summary["targets"]}
         live.phase = "done"
+    ended = time.monotonic()  # a scrape after this holds the final counts and "done"
     try:
         write_json_atomic(s.out, summary)
         lost = None
@@ -234,20 +236,21 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
 
         sys.stdout.write(SUMMARY_LINE + json.dumps(summary, separators=(",", ":"), default=str) + "\n")
         sys.stdout.flush()
-    if handle and s.linger > 0:
-        print(f"serving /metrics on {s.metrics_addr}:{s.metrics_port} for {s.linger:g}s more (final scrape)",
-              flush=True, file=out)
-        linger(s.linger)
+    if handle:
+        final_scrape(handle, ended, s.linger)
     stop_metrics(handle)
     return exit_code(summary)
 
 
-def linger(seconds: float) -> None:
-    """Wait, but let SIGTERM/SIGINT end the wait."""
+def final_scrape(handle, ended: float, seconds: float) -> None:
+    """The client's last counts must reach whoever scrapes /metrics: wait for a scrape after the last request
+    (where it was scraped at all), then --linger more if asked; SIGTERM/SIGINT end either wait."""
     done = threading.Event()
     stopping.on_stop(done, done.set)
     try:
-        done.wait(seconds)
+        wait_final_scrape(handle, ended, done.wait)
+        if seconds > 0 and not done.is_set():
+            done.wait(seconds)
     finally:
         stopping.forget(done)
 

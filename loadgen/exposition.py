@@ -8,6 +8,7 @@ are in base units and prefixed loadgen_; labels stay low-cardinality.
 from __future__ import annotations
 
 import json
+import time
 import os
 from pathlib import Path
 
@@ -127,17 +128,47 @@ def register(port: int, addr: str, run_id: str) -> Path | None:
     return path
 
 
+class Scraped:
+    """The collector behind /metrics, noting when it was last scraped: a run that someone scrapes stays up until
+    a scrape after its last request (wait_final_scrape), so Prometheus' last sample equals the summary."""
+
+    def __init__(self, collector):
+        self.collector, self.last = collector, 0.0
+
+    def collect(self):
+        self.last = time.monotonic()
+        yield from self.collector.collect()
+
+
+FINAL_SCRAPE_S = 10.0  # the longest wait for it: several of the stack's 2 s scrape intervals (stack/promconfig.py)
+
+
 def serve_metrics(collector, port: int, addr: str = "127.0.0.1", run_id: str = ""):
     """Start /metrics on addr:port and register it; returns a handle for stop_metrics."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(collector)
+    scraped = Scraped(collector)
+    registry.register(scraped)
     server, thread = start_http_server(port, addr=addr, registry=registry)
-    return server, thread, register(port, addr, run_id)
+    return server, thread, register(port, addr, run_id), scraped
+
+
+def wait_final_scrape(handle, ended: float, wait=None) -> bool:
+    """Where /metrics was scraped during the run, wait (at most FINAL_SCRAPE_S) for a scrape after `ended`
+    (time.monotonic() when the last request was recorded); True when it came or nobody scrapes."""
+    scraped = handle[3]
+    if not scraped.last:
+        return True
+    deadline = time.monotonic() + FINAL_SCRAPE_S
+    while scraped.last <= ended and time.monotonic() < deadline:
+        if wait is not None and wait(0.05):
+            break
+        time.sleep(0 if wait is not None else 0.05)
+    return scraped.last > ended
 
 
 def stop_metrics(handle) -> None:
     if handle:
-        server, thread, registered = handle
+        server, thread, registered, _ = handle
         if registered:
             registered.unlink(missing_ok=True)
         server.shutdown()

@@ -62,3 +62,30 @@ def test_prometheus_p99_matches_hdr_p99(tmp_path, mix):
                 proc.wait(10)
         finally:
             prom.stop()
+
+
+def test_the_clients_last_counts_reach_prometheus_without_linger(tmp_path):
+    """A run that Prometheus scrapes stays up until a scrape after its last request: the last sample of the client's
+    counter equals its summary (it used to stop serving /metrics first, and PromQL undercounted by a few scrapes)."""
+    port = free_port()
+    prom = Prometheus(tmp_path, {"loadgen": [f"127.0.0.1:{port}"]}, interval="2s").start()
+    out = tmp_path / "loadgen.json"
+    try:
+        prom.wait_for("up")  # Prometheus has its targets (its discovery sends them after up to 5 s) and scrapes
+        with FakeServing(Behaviour(delay=lambda: 0.002)) as srv:
+            t0 = time.monotonic()
+            proc = subprocess.run(
+                [sys.executable, "-m", "loadgen", "run", "--target", f"2.9=rest://127.0.0.1:{srv.port}",
+                 "--rate", "100", "--duration", "5s", "--warmup", "0", "--metrics-port", str(port), "--quiet",
+                 "--out", str(out), "--run-id", "finalscrape"],
+                cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True, timeout=120)
+            took = time.monotonic() - t0
+        assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+        st = json.loads(out.read_text())["targets"][0]["phases"]["steady"]
+        sel = 'phase="steady",outcome="ok"'
+        time.sleep(1)  # the scrape the run waited for is in the TSDB once its append is committed
+        [last] = prom.query(f"max_over_time(sum(loadgen_requests_total{{{sel}}})[1m:1s])")
+        assert float(last["value"][1]) == st["ok"] > 400, (last, st["ok"])
+        assert took < 5 + 12 + 15, took  # bounded: the wait for a final scrape is at most 10 s
+    finally:
+        prom.stop()
