@@ -168,13 +168,16 @@ def exit_code(summary: dict) -> int:
 def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", spectrum: bool = False,
             summary_log: bool = False) -> int:
     """Run scenario s; returns the exit code (exit_code). summary_json "-": the summary on stdout
-    (the table then goes to stderr); csv_path: per-second history; summary_log: the whole summary
-    as one `loadgen-summary:` line on stdout (loadgen.merge.SUMMARY_LINE)."""
+    (the table then goes to stderr), another path: the summary (without its histograms) written there too;
+    csv_path: per-second history; summary_log: the whole summary as one `loadgen-summary:` line on stdout
+    (loadgen.merge.SUMMARY_LINE)."""
     from loadgen.progress import CsvHistory, LiveDisplay
     from stack.placement import isolate_from_env, pin_self, plan
 
     quiet = quiet or not sys.stderr.isatty()
     check_writable(s.out)
+    if summary_json not in ("", "-"):
+        check_writable(summary_json)  # before the run, like the results file
     payloads = build_payloads(s)
     place = plan(None, isolate_from_env())
     if place.isolated:  # off the model servers' cores (`make up` put them on the others)
@@ -231,6 +234,8 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
     if summary_json == "-":
         sys.stdout.write(json.dumps({k: v for k, v in summary.items() if k != "raw"}, indent=1, default=str) + "\n")
         sys.stdout.flush()
+    elif summary_json:
+        write_json_atomic(summary_json, {k: v for k, v in summary.items() if k != "raw"})
     if summary_log:
         from loadgen.merge import SUMMARY_LINE
 

@@ -75,6 +75,8 @@ def resolve(model: str, registry, versions: list, log=print) -> str:
         return ""
     if model in ZOO:
         return str(ensure(model, registry, versions, log))
+    if os.sep not in model and not os.path.exists(model):
+        raise ModelError(f"MODEL {model!r} is neither a zoo model ({', '.join(sorted(ZOO))}) nor a path")
     return model
 
 

@@ -35,9 +35,9 @@ def parse(text: str | None) -> list:
         name, eq, values = item.partition("=")
         if name not in KNOBS:
             raise KnobError(f"KNOBS: unknown knob {name!r}; known: {', '.join(KNOBS)} (e.g. KNOBS=\"onednn=0,1\")")
-        vals = [v for v in values.split(",") if v]
-        if not eq or not vals:
-            raise KnobError(f"KNOBS: {item!r} needs values, e.g. {name}=0,1")
+        vals = values.split(",")
+        if not eq or not values or "" in vals:
+            raise KnobError(f"KNOBS: {item!r} needs values, one between each two commas, e.g. {name}=0,1")
         allowed = KNOBS[name][1]
         for v in vals:
             if allowed and v not in allowed:

@@ -101,7 +101,8 @@ class Registry:
         (shared_pythons); duplicates and unknowns are errors."""
         if isinstance(names, str):
             names = names.replace(",", " ").split()
-        if not names:
+        names = [str(n).strip() for n in names]
+        if not names or "" in names:
             raise RegistryError(f"no version given; known versions: {', '.join(self.versions)}")
         if len(set(names)) != len(names):
             raise RegistryError(f"version listed twice in {' '.join(names)!r}")

@@ -178,3 +178,14 @@ def test_cli_habits_exit_codes_thresholds_json_csv_and_spectrum(tmp_path):
     assert invalid.returncode == 3 and "too few requests" in invalid.stdout
     bad = run_loadgen([*base, "--threshold", "p95 < fast"])
     assert bad.returncode == 2 and "threshold 'p95 < fast'" in bad.stderr
+
+
+def test_summary_json_to_a_path_writes_the_summary_there(tmp_path):
+    """--summary-json PATH writes the summary (without histograms) there; it used to write nothing unless '-'."""
+    with FakeServing() as srv:
+        proc = run_loadgen(["run", "--target", f"2.9=rest://127.0.0.1:{srv.port}", "--concurrency", "2", "--duration",
+                            "1s", "--warmup", "0", "--metrics-port", "0", "--min-requests", "1", "--quiet",
+                            "--out", str(tmp_path / "full.json"), "--summary-json", str(tmp_path / "s.json")])
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads((tmp_path / "s.json").read_text())
+    assert "raw" not in got and got["targets"][0]["phases"]["steady"]["ok"] > 10 and got["valid"] is True
