@@ -67,7 +67,7 @@ def measure_all(serving, servers: list, rows: list, windows: int, window_s: floa
             log(f"  ceiling {s.name}: not measured ({done[s.name]['skipped']})")
             save()
         else:
-            todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
+            todo.append((s.name, python, model_dir, s.knobs))
     core = ceiling_core(serving, servers, pin)
     for i in range(windows):
         round_log = []
@@ -104,8 +104,7 @@ def ceiling_core(serving, servers: list = (), pin: bool = False) -> list | None:
     A thread-count knob among the servers (KNOBS="intra_op=1,4") always gets the servers' cores: on one core
     such a compare measures only oversubscription (intra_op=4 pinned was 51% slower than intra_op=1 at 32
     rows, while its server on two cores did 10% more QPS)."""
-    cores = getattr(serving, "cpus", None) or (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                               else None)
+    cores = serving.cpus or (sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None)
     if not cores:
         return None
     if pin and not threads_compared(servers):
@@ -115,7 +114,7 @@ def ceiling_core(serving, servers: list = (), pin: bool = False) -> list | None:
 
 def threads_compared(servers: list) -> bool:
     """A thread-count knob among the servers: a pinned ceiling would measure oversubscription only."""
-    return any(knobs.threads(getattr(s, "knobs", ())) for s in servers)
+    return any(knobs.threads(s.knobs) for s in servers)
 
 
 def processes(got: dict | None) -> int:

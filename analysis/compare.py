@@ -153,10 +153,10 @@ def new_run(run_id: str, settings: Settings, serving, runtime: str, model, place
     return {"schema_version": schemas.SCHEMA_VERSION, "run_id": run_id, "status": "running", "created": time.time(),
             "config": {**settings.as_dict(), "runtime": runtime, "model": model or "example",
                        **({"model_for": dict(serving.model_for)} if serving.model_for else {}),
-                       "prometheus": getattr(serving, "prometheus_url", None),  # None: the stack's own
+                       "prometheus": serving.prometheus_url,  # None: the stack's own
                        "servers": {s.name: {"tensorflow": s.tensorflow, "rest": f"{s.host}:{s.rest}",
                                             "grpc": f"{s.host}:{s.grpc}",
-                                            **({"knobs": dict(s.knobs)} if getattr(s, "knobs", ()) else {})}
+                                            **({"knobs": dict(s.knobs)} if s.knobs else {})}
                                    for s in serving.servers}},
             "placement": placement.as_dict(), "environment": runstore.environment(serving.servers, runtime),
             "cold_start": {}, "ceiling": {}, "cells": {}, "search": {}, "activity": {}}
@@ -182,10 +182,13 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
             continue
         # The cold starts first: each (re)creates its server in this mode, so up() below starts only the
         # rest, and a container is not created twice (on the vfs driver each create copies the image).
-        for s in serving.servers if batching == settings.batching[0] and serving.kind != "external" else []:
+        for s in serving.servers if batching == settings.batching[0] else []:
             if s.name not in run["cold_start"]:
                 t0 = time.time()
-                run["cold_start"][s.name] = cs = serving.cold_start(s, batching, first_request(serving, settings))
+                cs = serving.cold_start(s, batching, first_request(serving, settings))
+                if cs is None:  # a server started elsewhere: nothing to time
+                    continue
+                run["cold_start"][s.name] = cs
                 _busy(run, [s.name], t0)
                 log(f"  cold start {s.name}: AVAILABLE after {cs['to_available_s']:.1f}s, first predict "
                     f"{cs['first_request_ms']:.1f} ms")

@@ -60,7 +60,7 @@ def measure_all(serving, servers: list, rows: list, processes: int, calls: int, 
     for s in servers:
         python, model_dir = serving.ceiling_command(s)
         if python is not None:
-            todo.append((s.name, python, model_dir, getattr(s, "knobs", ())))
+            todo.append((s.name, python, model_dir, s.knobs))
     core = ceiling_core(serving, servers, pin)  # where the headline ceiling ran: its difference is the one explained
     for i in range(processes):
         for name, python, model_dir, settings in todo if i % 2 == 0 else todo[::-1]:

@@ -68,6 +68,7 @@ class DockerServing:
     """Model servers of the docker runtime, one container per version."""
 
     kind = "docker"
+    prometheus_url = None  # the stack's own
 
     def __init__(self, registry, versions: list, model_path: str | None = None, cpus: list | None = None,
                  log=print, startup_budget_s: float = START_BUDGET_S, model_for: dict | None = None):

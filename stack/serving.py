@@ -18,11 +18,40 @@ import http.client
 import json
 import re
 import time
+import typing
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from stack import ports
+
+
+@typing.runtime_checkable
+class Serving(typing.Protocol):
+    """The contract every runtime implements in full (LocalServing here, DockerServing in
+    stack/docker_serving.py, ExternalServing here); where a runtime cannot do a thing it does nothing and says
+    so in its return value (an external server has no cold start: None), so callers never ask which kind
+    they hold. serving_for() picks one."""
+
+    kind: str                     # "local", "docker", "external": for the report, never to branch on
+    servers: list                 # [Server], the baseline first
+    model_for: dict               # {server name: model base} where one serves another model (MODEL_B)
+    cpus: list | None             # the servers' cores (an isolated placement); None: this machine's
+    prometheus_url: str | None    # a Prometheus something else runs; None: the stack's own
+
+    def up(self, batching) -> None: ...
+
+    def cold_start(self, server: "Server", batching, first_request=None) -> dict | None: ...
+
+    def restart(self, server: "Server", batching: bool = True, batching_file=None, model_path=None) -> None: ...
+
+    def resources(self, server: "Server") -> dict | None: ...
+
+    def monitoring(self, sla_p99_ms: float) -> str: ...
+
+    def model_dir(self, server: "Server") -> Path | None: ...
+
+    def ceiling_command(self, server: "Server") -> tuple: ...
 
 
 class Unreachable(ValueError):
@@ -106,6 +135,7 @@ class LocalServing:
     """Model servers of the local runtime: per-version venvs, processes with pid files."""
 
     kind = "local"
+    prometheus_url = None  # the stack's own
 
     def __init__(self, registry, versions: list, model_path: str | None = None, cpus: list | None = None,
                  log=print, model_for: dict | None = None):
@@ -241,6 +271,7 @@ class ExternalServing:
 
     kind = "external"
     model_for: dict = {}  # every server serves what it was deployed with
+    cpus = None           # its servers' cores are not this machine's to pin
 
     def __init__(self, servers: list, prometheus_url: str, registry, model_path: str | None = None,
                  model_name: str = "my_model"):
@@ -295,6 +326,13 @@ class ExternalServing:
 
     def up(self, batching) -> None:
         """Nothing to bring up: they run as deployed."""
+
+    def cold_start(self, server: Server, batching, first_request=None) -> None:
+        """Not ours to restart: no cold start is timed (the report says so)."""
+        return None
+
+    def restart(self, server: Server, batching: bool = True, batching_file=None, model_path=None) -> None:
+        raise ValueError(f"{server.name} runs elsewhere (TARGETS): it cannot be restarted from here")
 
     def resources(self, server: Server) -> None:
         """Not ours to inspect: their memory and CPU are whatever their Prometheus has."""

@@ -1,0 +1,32 @@
+"""One Serving contract: every runtime implements all of it, so analysis/ never asks which kind it holds."""
+import inspect
+
+import pytest
+
+from stack.docker_serving import DockerServing
+from stack.registry import load_registry
+from stack.serving import ExternalServing, LocalServing, Serving, parse_targets
+
+METHODS = [n for n, v in vars(Serving).items() if inspect.isfunction(v) and not n.startswith("_")]
+
+
+def test_the_contract_names_what_compare_calibrate_and_scenarios_use():
+    assert set(METHODS) == {"up", "cold_start", "restart", "resources", "monitoring", "model_dir", "ceiling_command"}
+
+
+@pytest.mark.parametrize("cls", [LocalServing, DockerServing, ExternalServing])
+def test_every_runtime_has_every_method_with_the_contracts_parameters(cls):
+    for name in METHODS:
+        mine, theirs = inspect.signature(getattr(cls, name)), inspect.signature(getattr(Serving, name))
+        assert list(theirs.parameters) == list(mine.parameters)[:len(theirs.parameters)], (cls.__name__, name)
+
+
+def test_local_and_external_servings_are_servings_and_an_external_one_has_no_cold_start():
+    reg = load_registry()
+    local = LocalServing(reg, reg.select("2.9"))
+    external = ExternalServing(parse_targets("a=rest://127.0.0.1:1"), "http://127.0.0.1:2", reg)
+    assert isinstance(local, Serving) and isinstance(external, Serving)
+    assert local.prometheus_url is None and external.prometheus_url == "http://127.0.0.1:2"
+    assert external.cold_start(external.servers[0], None) is None and external.cpus is None
+    with pytest.raises(ValueError, match="runs elsewhere"):
+        external.restart(external.servers[0])
