@@ -49,6 +49,12 @@ def _vs(row: dict, name: str, baseline: str) -> str:
     return vs_text(d)
 
 
+def _mde(row: dict) -> str:
+    """" (detects >= 55%)": the smallest TF runtime difference this cell's repeats can call."""
+    m = row.get("runtime_ms_mde")
+    return f" (detects >= {m:.0%})" if m is not None else ""
+
+
 def _bucket(b) -> str:
     if not b:
         return "n/a"
@@ -81,7 +87,8 @@ def markdown(rep: dict) -> str:
             "at each window's edges, inference requests only: the healthchecks' status GETs are left out). TF Serving "
             "prints each `_sum` with six significant digits, so a stage's mean is exact to ± the last column (both "
             "readings' rounding over the window's requests; it grows with the server's lifetime total). TF runtime "
-            "vs base is the verdict on TensorFlow itself.", "",
+            "vs base is the verdict on TensorFlow itself; \"detects >= N%\" is the smallest difference that cell's "
+            "repeats can call (80% power at the headline's strictest Holm level).", "",
             "| batching | rows | protocol | load | version | " + " | ".join(LABELS[b] for b in BREAKDOWN)
             + " | TF share | TF runtime vs base | client vs base | ± ms |", "|" + "---|" * (len(BREAKDOWN) + 9)]
     for r in rep["rows"]:
@@ -89,7 +96,7 @@ def markdown(rep: dict) -> str:
         share = f"{rt / cl:.0%}" if rt is not None and cl else "n/a"
         prec = (r.get("precision_ms") or {}).get("mean")
         out.append(f"| {load_name(r)} | {r['version']} | " + " | ".join(_fmt(r[b], 3) for b in BREAKDOWN)
-                   + f" | {share} | {_vs(r, 'runtime_ms', base)} | {_vs(r, 'client_ms', base)} | "
+                   + f" | {share} | {_vs(r, 'runtime_ms', base)}{_mde(r)} | {_vs(r, 'client_ms', base)} | "
                    + ("n/a" if prec is None else f"{prec:.4f}") + " |")
     out += containers(rep)
     pip = " The servers ran in containers; the ceiling ran in each version's local venv on the host: the pip build "\

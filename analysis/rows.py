@@ -104,6 +104,8 @@ def build(run: dict, prom_by_key: dict) -> dict:
             t["significant"], t["family"] = sig, family
             t["verdict"] = stats.verdict(t, sig, t["higher_is_better"])
     sizes = {family: len(members) for family, members in tests.items()}
+    for r in rows:  # the TF runtime's own noise, per cell, at the headline's strictest level
+        r["runtime_ms_mde"] = cell_mde(r["runtime_ms"], sizes[HEADLINE])
     mde = {}
     for family in (HEADLINE, DIAGNOSTIC):
         mde.update(detectable(rows, sizes[family], [c for c in COMPARED if FAMILY[c[0]] == family]))
@@ -137,6 +139,14 @@ def ceiling_rows(run: dict, key: str, tests: list) -> list:
                 tests.append(c["vs_baseline"])
             out.append(c)
     return out
+
+
+def cell_mde(ci: dict, tests: int) -> float | None:
+    """The smallest relative difference of this cell's figure its repeats can call (80% power, alpha / tests)."""
+    if ci["n"] < 2 or not ci["mean"] or ci["ci_low"] is None:
+        return None
+    sd = (ci["ci_high"] - ci["mean"]) * ci["n"] ** 0.5 / stats.st.t.ppf(0.5 + stats.LEVEL / 2, ci["n"] - 1)
+    return stats.min_detectable(sd / abs(ci["mean"]), ci["n"], stats.ALPHA / max(1, tests))
 
 
 def detectable(rows: list, tests: int, compared=COMPARED) -> dict:
