@@ -8,9 +8,9 @@ serving_bytes    image_bytes: string [batch] (JPEG or PNG, decoded and resized i
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
+
+from models import zoo_cli
 
 SIZE, CLASSES = 64, 10
 
@@ -44,12 +44,7 @@ def build(path: str, seed: int = 7) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m models.image", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="the version directory to write (<base>/<n>)")
-    a = p.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    print(build(a.out))
-    return 0
+    return zoo_cli.run(build, "models.image", __doc__, argv)
 
 
 if __name__ == "__main__":

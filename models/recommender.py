@@ -11,10 +11,11 @@ Signatures: serving_default (predict: probabilities, score), classify (classes, 
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import tempfile
+
+from models import zoo_cli
 
 USERS, ITEMS, TAG_BUCKETS, DIM = 500, 2000, 100, 16
 
@@ -83,12 +84,7 @@ def build(path: str, seed: int = 7) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m models.recommender", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="the version directory to write (<base>/<n>)")
-    a = p.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    print(build(a.out))
-    return 0
+    return zoo_cli.run(build, "models.recommender", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ serving_default  input_ids: int32 [batch, 32] (ids < 1000) -> pooled [batch, 64]
 """
 from __future__ import annotations
 
-import argparse
-import os
 import sys
+
+from models import zoo_cli
 
 VOCAB, LENGTH, DIM, HEADS, BLOCKS = 1000, 32, 64, 4, 2
 
@@ -46,12 +46,7 @@ def build(path: str, seed: int = 7) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m models.text", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="the version directory to write (<base>/<n>)")
-    a = p.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    print(build(a.out))
-    return 0
+    return zoo_cli.run(build, "models.text", __doc__, argv)
 
 
 if __name__ == "__main__":
