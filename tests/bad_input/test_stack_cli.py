@@ -375,11 +375,12 @@ def test_a_baseline_is_only_made_from_a_complete_run(tmp_path):
 
 
 def test_a_compare_whose_server_cannot_start_is_saved_as_failed_and_reported(tmp_path):
-    """Once it said `running` forever; now the run says why it stopped and how to resume it."""
+    """Once it said `running` forever; now the run says why it stopped and how to resume it. Servers were being
+    started: exit 3 (a server did not answer), never 2, which the README keeps for usage errors."""
     with rest_port_taken("2.9", 26100):
         proc = run(["analysis", "compare", "--versions", "2.9", "--profile", "quick", "--repeat", "1",
                     "--runtime", "local", "--run", "f1"], tmp_path, TFSB_PORT_OFFSET="26100")
-    one_line_error(proc, "is taken by another process")
+    one_line_error(proc, "is taken by another process", code=3)
     assert "run f1 is saved as failed; `make compare ... RUN=f1` resumes it" in proc.stderr
     doc = json.loads((tmp_path / "results" / "f1" / "compare.json").read_text())
     assert doc["status"] == "failed" and "is taken by another process" in doc["failed"]["error"]

@@ -133,7 +133,7 @@ def test_report_tables_stats_and_crosscheck(run):
     assert all(p in ln for ln in envs for p in same), envs
     assert "Max stable QPS" in md and "Cold start" in md and "client = server, exactly: 8 of 8" in md
     assert "Holm" in md and "Mann-Whitney" in md and "cannot be told from noise" in md
-    assert "TF ceiling (in-process): differences under" in md and "with 5 fresh processes per version" in md
+    assert "TF ceiling (in-process, servers' cores): differences under" in md and "with 5 fresh processes per version" in md
     assert (d / "report.csv").read_text().count("\n") == len(rep["rows"]) + 1
     assert "## Max stable QPS" in stdout
 

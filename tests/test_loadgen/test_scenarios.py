@@ -99,18 +99,13 @@ def test_unwritable_results_dir_fails_before_the_run(tmp_path):
     assert proc.returncode == 2 and "cannot write results" in proc.stderr
 
 
-def test_a_rate_without_a_mode_is_an_open_loop_and_metrics_follow_the_port_offset(tmp_path):
-    import os
-
+def test_a_rate_without_a_mode_is_an_open_loop_and_metrics_follow_the_port_offset(tmp_path, monkeypatch):
     with FakeServing() as srv:
         f = tmp_path / "rate.yaml"
         f.write_text(f"targets: ['rest://127.0.0.1:{srv.port}']\nload: {{rate: 50, duration: 1s, warmup: 0s, "
                      "min_requests: 10}\n")
-        os.environ["TFSB_PORT_OFFSET"] = "31000"
-        try:
-            proc, summary = loadgen_summary(tmp_path, ["run", "--scenario", str(f)])
-        finally:
-            del os.environ["TFSB_PORT_OFFSET"]
+        monkeypatch.setenv("TFSB_PORT_OFFSET", "31000")  # restored after the test: the suite's own offset stays
+        proc, summary = loadgen_summary(tmp_path, ["run", "--scenario", str(f)])
     assert proc.returncode == 0, proc.stderr
     assert summary["mode"] == "poisson" and 30 <= steady(summary)["sent"] <= 80  # 50/s, not a closed loop
     assert summary["config"]["metrics_port"] == 9464 + 31000
