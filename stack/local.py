@@ -90,14 +90,20 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
     d.mkdir(parents=True, exist_ok=True)
     pid_file, log_file = d / "modelserver.pid", d / "modelserver.log"
     info = {"version": version.name, "rest": ports.rest(version), "grpc": ports.grpc(version), "pid_file": str(pid_file)}
+    base = check_base_path(model_path) if model_path else ensure_example_model(version, registry, log=log)
     if procs.alive(procs.read_pid(pid_file), "modelserver"):
-        log(f"TF Serving {version.name}: already running (pid {procs.read_pid(pid_file)})")
-        return info
+        serving = (running_mode(version) or {}).get("model")
+        if not serving or serving == str(base):
+            log(f"TF Serving {version.name}: already running (pid {procs.read_pid(pid_file)})")
+            return info
+        # another model than asked for (a compare of a zoo model before): a server answering for the wrong
+        # model would refuse every request of this one
+        log(f"TF Serving {version.name}: serves {serving}; restarting it with {base}")
+        procs.stop(pid_file)
     for port, what in ((info["rest"], "REST"), (info["grpc"], "gRPC")):
         if procs.port_in_use(port, bind):
             raise StackError(f"port {port} ({what} of TF Serving {version.name}) is taken by another process; "
                              "stop it, or shift the stack's ports with TFSB_PORT_OFFSET=<n>")
-    base = check_base_path(model_path) if model_path else ensure_example_model(version, registry, log=log)
     python = venv_python(ensure_venv(version, registry, log=log))
     cfg = d / "models.config"
     write_atomic(cfg, render_models_config(base, model_name))

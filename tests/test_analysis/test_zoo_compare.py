@@ -28,9 +28,13 @@ def test_a_tf_example_model_compared_through_classify_over_both_protocols(tmp_pa
                               "--model", "recommender", "--api", "classify", "--protocol", "both", "--rows", "8",
                               "--profile", str(profile), "--runtime", "local"], cwd=ROOT, env=env, capture_output=True,
                              text=True, timeout=600)
+        # `make up` (and the demo) after it: the servers that serve the recommender restart with the example model
+        up = subprocess.run([sys.executable, "-m", "stack", "up", "--versions", TEST_VERSIONS[0], "--runtime", "local"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     finally:
         subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=env, capture_output=True, timeout=120)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert up.returncode == 0 and "recommender; restarting it with" in up.stdout, up.stdout[-2000:] + up.stderr[-2000:]
     assert out.stdout.count("classify, 64 distinct requests, tf.Examples from the graph's parse spec") == 4
     run_id = re.search(r"run id (\S+)", out.stdout).group(1)
     d = Path(env["TFSB_RESULTS"]) / run_id
