@@ -254,8 +254,11 @@ def request_files(run: dict, settings: Settings, serving) -> dict:
             host, port = s.address("grpc")
             t = Target(s.name, "grpc", host, port, model=s.model, signature=settings.signature)
             payload = requests_of(serving, s, settings)
+            # JSON lines are REST bodies, which only the server's JSON rules turn into tensors: the in-process runs
+            # then take generated requests of the same signature (a TFRecord's requests are decoded as they are)
+            file = "" if settings.requests_file.endswith(".jsonl") else settings.requests_file
             made = {r: requestset.tensors(t, r, 1, min(settings.requests, CEILING_REQUESTS), payload.model_dir,
-                                          settings.api, settings.requests_file) for r in settings.rows}
+                                          settings.api, file) for r in settings.rows}
             requestset.write_tensors(path, made[settings.rows[0]][0], {r: m[1] for r, m in made.items()})
         out[s.name] = str(path)
     return out
@@ -301,7 +304,10 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
         run["status"], run["failed"] = "failed", {"error": str(e) or type(e).__name__, "at": time.time()}
         runstore.save(run)
         if not hasattr(e, "exit_code"):  # servers were started: a server or its result failed (3), no usage error
-            e.exit_code = 3
+            try:
+                e.exit_code = 3
+            except AttributeError:  # an exception class that takes no attributes: the caller's default (2)
+                pass
         raise
     run["status"] = "done"
     run["finished"] = time.time()

@@ -15,6 +15,7 @@ import urllib.request
 import numpy as np
 
 from analysis.plan import Settings
+from loadgen import payload as payload_mod
 from loadgen.app import build_payloads
 from loadgen.scenario import Load, Payload, Scenario, Target
 
@@ -45,7 +46,8 @@ def _arrays(answer: dict) -> dict:
         return {k: num(v) for k, v in outs.items()} if isinstance(outs, dict) else {"outputs": num(outs)}
     results = answer.get("results", [])
     if results and isinstance(results[0], list):  # classify: [[label, score], ...] per example
-        return {"scores": num([[c[1] for c in r] for r in results]), "classes": num([[c[0] for c in r] for r in results])}
+        return {"scores": num([[c[1] for c in r] for r in results]),
+                "classes": num([[c[0] for c in r] for r in results])}
     return {"outputs": num(results)}
 
 
@@ -73,6 +75,9 @@ def collect(serving, settings: Settings, model_payload, log=print) -> dict:
         reqs = build_payloads(Scenario(targets=[t], load=Load(), payload=payload))[t.name]
         url = f"http://{host}:{port}/v1/models/{s.model}{reqs.rest_path}"
         answers = [_arrays(_post(url, body)) for body in reqs.bodies]
+        names = payload_mod.fetch_signatures(t).get(reqs.signature, {}).get("outputs", [])
+        if reqs.api == "predict" and len(names) == 1:  # REST's row format names no single output: the signature does
+            answers = [{names[0]: a["predictions"]} if set(a) == {"predictions"} else a for a in answers]
         out[s.name] = {"requests": len(reqs.bodies), "api": reqs.api, "rows": settings.rows[0],
                        "bodies": hashlib.sha256(b"".join(reqs.bodies)).hexdigest()[:16],
                        "outputs": {k: [a[k].tolist() for a in answers] for k in answers[0]}}

@@ -54,7 +54,8 @@ def fetch_signatures(t: Target, timeout: float = 10.0) -> dict:
         return {name: {"method": sig.get("method_name", ""),
                        "inputs": {k: (v.get("dtype", "DT_INVALID"),
                                       [int(d.get("size", -1)) for d in v.get("tensor_shape", {}).get("dim", [])])
-                                  for k, v in sig.get("inputs", {}).items()}}
+                                  for k, v in sig.get("inputs", {}).items()},
+                       "outputs": sorted(sig.get("outputs", {}))}
                 for name, sig in sigs.items()}
     return _fetch_signatures_grpc(t, timeout)
 
@@ -94,7 +95,8 @@ def _fetch_signatures_grpc(t: Target, timeout: float) -> dict:
     sdm = tfproto.SignatureDefMap.FromString(resp.metadata["signature_def"].value)
     return {name: {"method": sig.method_name,
                    "inputs": {k: (tfproto.DT_NAME.get(v.dtype, "DT_INVALID"), [d.size for d in v.tensor_shape.dim])
-                              for k, v in sig.inputs.items()}}
+                              for k, v in sig.inputs.items()},
+                   "outputs": sorted(sig.outputs)}
             for name, sig in sdm.signature_def.items()}
 
 

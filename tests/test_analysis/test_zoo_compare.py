@@ -57,7 +57,7 @@ def test_a_tf_example_model_compared_through_classify_over_both_protocols(tmp_pa
 
 
 @pytest.mark.parametrize("model,protocol,signature,source,outputs", [
-    ("image", "rest", "serving_bytes", "JPEG images for the graph's image decoder", {"predictions"}),
+    ("image", "rest", "serving_bytes", "JPEG images for the graph's image decoder", {"probabilities"}),
     ("text", "grpc", "serving_default", "tensors from the signature", {"logits", "pooled"}),
 ], ids=["image-bytes-rest", "text-grpc"])
 def test_an_image_and_a_text_model_are_compared_with_no_option_but_the_model(tmp_path, model, protocol, signature,
