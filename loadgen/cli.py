@@ -157,18 +157,11 @@ def scenario_from_args(args) -> Scenario:
         ld.mode = "poisson"
     if ld.mode == "closed" and ld.steps:
         ld.steps = [int(x) if float(x).is_integer() else x for x in ld.steps]
-    if args.batch_size is not None:
-        s.payload.batch_size = args.batch_size
-    if args.payload_file:
-        s.payload.file = args.payload_file
-    if args.api:
-        s.payload.api = args.api
-    if args.request_count is not None:
-        s.payload.count = args.request_count
-    if args.requests:
-        s.payload.requests_file = args.requests
-    if args.model_path:
-        s.payload.model_dir = args.model_path
+    for flag, field in (("batch_size", "batch_size"), ("payload_file", "file"), ("api", "api"),
+                        ("request_count", "count"), ("requests", "requests_file"), ("model_path", "model_dir")):
+        value = getattr(args, flag)
+        if value not in (None, ""):
+            setattr(s.payload, field, value)
     if args.signature:
         for t in s.targets:
             t.signature = args.signature
