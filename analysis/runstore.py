@@ -8,9 +8,10 @@ import platform
 import subprocess
 import sys
 
-from analysis import schemas
+from analysis import machine, schemas
 
 from loadgen.summary import write_json_atomic
+from stack import knobs
 from stack.paths import ROOT, results_dir, run_dir  # noqa: F401 - the one place names become paths
 
 
@@ -45,6 +46,10 @@ def environment(versions: list, runtime: str) -> dict:
     except (OSError, subprocess.TimeoutExpired):
         pass
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    return {"cpu": cpu, "cpus": os.cpu_count(), "gpu": gpu or "none", "driver": driver or "none",
+    flags = machine.cpu_flags()
+    inherited = {k: os.environ[k] for k in ("TF_ENABLE_ONEDNN_OPTS",) if k in os.environ and runtime == "local"}
+    onednn = {v.name: machine.onednn(v.tensorflow, flags, {**inherited, **knobs.env(v.knobs)}) for v in versions}
+    return {"cpu": cpu, "cpus": os.cpu_count(), "cpu_flags": flags, "onednn": onednn,
+            "gpu": gpu or "none", "driver": driver or "none",
             "python": platform.python_version(), "platform": platform.platform(), "runtime": runtime,
             "git_commit": commit, "tensorflow": {v.name: v.tensorflow for v in versions}}
