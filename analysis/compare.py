@@ -14,7 +14,7 @@ import copy
 import dataclasses
 import time
 
-from analysis import ceiling, counters, optable, outputs, plan, resume, runstore, schemas
+from analysis import ceiling, counters, memory, optable, outputs, plan, resume, runstore, schemas
 from analysis.plan import Settings
 from loadgen import requestset, stopping
 from loadgen.app import ServerRefused, build_payloads, check_writable, measure
@@ -174,7 +174,7 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
 
     by_name = {s.name: s for s in serving.servers}
     todo = [c for c in plan.cells(settings) if plan.key(c) not in run["cells"]]
-    payloads, last_seen = {}, {}
+    payloads, last_seen, prom = {}, {}, None
     for batching in settings.batching:
         mine = [c for c in todo if c["batching"] == batching]
         ceiling_done = run["ceiling"] or not settings.profile.ceiling_windows
@@ -198,6 +198,7 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
         _busy(run, by_name, t0)
         prom = serving.monitoring(settings.sla_p99_ms)
         wait_scraped(prom, list(by_name))
+        memory.after_load(run, serving.servers, prom, log)  # idle, nothing sent yet (the cold starts' one request)
         if "outputs" not in run and settings.profile.ceiling_windows:  # what each version answers, once
             run["outputs"] = outputs.collect(serving, settings, lambda s: requests_of(serving, s, settings), log)
             runstore.save(run)
@@ -234,8 +235,26 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
             runstore.save(run)
             log(f"  [{len(run['cells'])}/{len(plan.cells(settings))}] rep {c['repeat'] + 1} " + _describe(c, m))
             refused(server.name, m)
+        if settings.profile.soak_s and batching == settings.batching[0]:
+            memory.soak(run, serving.servers, settings.profile.soak_s, soak_load(serving, settings, run_id),
+                        measure, prom, log, lambda name, t0: _busy(run, [name], t0))
         _search(run, settings, serving, by_name, batching, payloads, run_id, log)
     time.sleep(IDLE_EDGE_S)  # a Prometheus sample after the last cell, for the reconciliation
+    if prom:
+        memory.peaks(run, serving.servers, prom)
+        runstore.save(run)
+
+
+def soak_load(serving, settings: Settings, run_id: str):
+    """A server's soak load: its first protocol and row count at the profile's highest level, its own requests."""
+    p = settings.profile
+    mode, level = ("closed", max(p.concurrency)) if p.concurrency else ("poisson", max(p.rates))
+
+    def of(server) -> tuple:
+        s = scenario(server, settings.protocols[0], mode, level, p, run_id, settings.rows[0], settings.sla_p99_ms,
+                     requests=requests_of(serving, server, settings), signature=settings.signature)
+        return s, build_payloads(s)[s.targets[0].name]
+    return of
 
 
 CEILING_REQUESTS = 16  # distinct requests per row count the in-process measurements cycle (a file each server)

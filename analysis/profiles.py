@@ -35,6 +35,8 @@ class Profile:
     ceiling_pinned_windows: int = 4  # the same pinned to one core ("kernels alone", a diagnostic; 0: none)
     optrace_processes: int = 4   # the op table: fresh traced processes per version (0: none)
     optrace_calls: int = 200     # traced calls per process and row count
+    soak_s: float = 0.0          # per version: a steady load while RSS is sampled, for the growth verdict (0: none,
+                                 # as in runs and baselines written before the field)
 
 
 PROFILES = {
@@ -43,9 +45,13 @@ PROFILES = {
                      # ten processes of 0.5 s on the servers' cores (analysis.ceiling.ceiling_core): about 6%
                      # spread per process unpinned here, so a 10% difference is detectable at the headline's Holm
                      # level; four pinned ones for the "kernels alone" diagnostic (3-5% spread)
-                     ceiling_windows=10, ceiling_window_s=0.5, ceiling_pinned_windows=4),
+                     ceiling_windows=10, ceiling_window_s=0.5, ceiling_pinned_windows=4,
+                     # 10 Prometheus samples of RSS per version: the example model's flat line is told from a growth
+                     # of 1 MiB per 10k requests at its 1,300-1,800 req/s here (analysis/growth.py)
+                     soak_s=20),
     "standard": Profile("standard", concurrency=(1, 8, 32), rates=(50, 200, 500, 1000), window_s=20, warmup_s=5,
-                        search_low=50, search_high=10000, search_window_s=10, search_probes=8, repeat=5),
+                        search_low=50, search_high=10000, search_window_s=10, search_probes=8, repeat=5,
+                        soak_s=120),
 }
 
 _LEVELS = {"concurrency": int, "rates": float}
@@ -55,6 +61,7 @@ _NUMBERS = {  # field: (type, smallest allowed value, the smallest itself allowe
     "sla_p99_ms": (float, 0, False), "repeat": (int, 1, True), "ceiling_windows": (int, 2, True),
     "ceiling_pinned_windows": (int, 0, True),
     "ceiling_window_s": (float, 0, False), "optrace_processes": (int, 0, True), "optrace_calls": (int, 1, True),
+    "soak_s": (float, 0, True),
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from analysis import counters, promql, reconcile, rows as rows_mod, runstore
+from analysis import counters, growth, promql, reconcile, rows as rows_mod, runstore
 from analysis.report_html import html_page
 from analysis.report_text import csv_text, markdown
 from loadgen.summary import write_json_atomic
@@ -37,6 +37,8 @@ def build(run_id: str, log=print) -> dict:
     url = run["config"].get("prometheus")  # an external compare's Prometheus; None: the stack's own
     prom = {k: promql.window(cell, url) for k, cell in run["cells"].items()}
     built = rows_mod.build(run, prom)
+    built["memory"] = growth.table(run, steady_rss(built["rows"]))
+    built["families"] = {**built["families"], growth.FAMILY: built["memory"]["tests"]}
     window = [min((c["warmup_start"] for c in run["cells"].values()), default=run["created"]),
               max((c["end"] for c in run["cells"].values()), default=time.time())]
     gaps = promql.scrape_gaps(*window, url=url)
@@ -53,6 +55,15 @@ def build(run_id: str, log=print) -> dict:
             "interrupted": (run.get("interrupted") or {}).get("signal", ""),
             "failed": (run.get("failed") or {}).get("error", ""),
             "window": window, "_run": run}
+
+
+def steady_rss(rows: list) -> dict:
+    """{version: the mean RSS MiB of its cells' windows}."""
+    got: dict = {}
+    for r in rows:
+        if r["rss_mib"]["mean"] is not None:
+            got.setdefault(r["version"], []).append(r["rss_mib"]["mean"])
+    return {v: sum(xs) / len(xs) for v, xs in got.items()}
 
 
 def planned_keys(config: dict) -> list:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+from analysis import machine, memory_text
 from analysis.plan import batching_name
 from analysis.rows import BREAKDOWN, COMPARED, DESCRIBED
 from analysis.verdict_text import headline, notes, vs_text
@@ -69,7 +70,8 @@ def load_name(r: dict) -> str:
 def markdown(rep: dict) -> str:
     base = rep["baseline_version"]
     cfg = rep["config"]
-    out = [f"# TF Serving comparison, run {rep['run_id']}", "", *headline(rep), "", *notes(rep)]
+    out = [f"# TF Serving comparison, run {rep['run_id']}", "", *headline(rep), *memory_text.first_lines(rep),
+           machine.line(rep["environment"]), "", *notes(rep)]
     out += ["## Throughput and latency", "",
             f"Mean ± 95% CI over {cfg['repeat']} repeats; client side exact (load generator); server P99 is the "
             "bucket of TF Serving's request_latency histogram that holds it.", "",
@@ -125,10 +127,11 @@ def markdown(rep: dict) -> str:
             + (f"; the container was created in {c['container_create_s']:.1f} s before it started (the engine's copy "
                "of the image: not part of TF Serving's start)" if c.get("container_create_s") is not None else "")
             for v, c in sorted(rep["cold_start"].items())]
+    out += memory_text.section(rep)
     out += reconciliation(rep)
     out += statistics(rep)
     env = rep["environment"]
-    out += ["", "## Environment", "", f"CPU: {env['cpu']} ({env['cpus']} cores); GPU: {env['gpu']} (driver "
+    out += ["", "## Environment", "", f"CPU: {env['cpu']} ({env['cpus']} cores; {machine.describe(env)}); GPU: {env['gpu']} (driver "
             f"{env['driver']}); runtime {env['runtime']}; commit {env['git_commit'][:12]}; TensorFlow, interpreter and front end per version:", ""]
     out += [f"- {k}: TensorFlow {v}" + _python(rep, k) for k, v in env["tensorflow"].items()]
     out += ["", model_line(rep["config"])]
@@ -264,11 +267,13 @@ def families(rep: dict) -> str:
     sizes = rep.get("families") or {"headline": rep["tests"]}  # runs before families: one
     if len(sizes) == 1:
         return f"All {rep['tests']} verdicts of this report are corrected together (Holm, family-wise 5%)."
-    return ("Verdicts are corrected (Holm, family-wise 5%) within three families: the headline, "
+    memory = f"; memory, {sizes['memory']} (each version's RSS growth against the baseline's)" if "memory" in sizes \
+        else ""
+    return (f"Verdicts are corrected (Holm, family-wise 5%) within {len(sizes)} families: the headline, "
             f"{sizes['headline']} tests (QPS, P99 and TF runtime per cell, the ceiling per row count); the diagnostics, "
             f"{sizes['diagnostic']} (the breakdown's client, transport, server, front end and queue; the ceiling on one "
-            f"core); the op table, {sizes['op table']} (op types). The last two explain a headline difference and never "
-            "cost it its power.")
+            f"core); the op table, {sizes['op table']} (op types){memory}. The diagnostics and the op table explain a "
+            "headline difference and never cost it its power.")
 
 
 def statistics(rep: dict) -> list:

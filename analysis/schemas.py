@@ -22,7 +22,7 @@ PROFILE = {"type": "object", "required": ["name", "concurrency", "rates", "windo
                           "search_low": _NUM, "search_high": _NUM, "search_window_s": _NUM,
                           "search_probes": _INT, "sla_p99_ms": _NUM, "repeat": _INT, "ceiling_windows": _INT,
                           "ceiling_window_s": _NUM, "ceiling_pinned_windows": _INT, "optrace_processes": _INT,
-                          "optrace_calls": _INT}}
+                          "optrace_calls": _INT, "soak_s": _NUM}}
 
 CONFIG = {"type": "object", "required": ["versions", "rows", "batching", "protocols", "profile", "repeat",
                                          "sla_p99_ms"],
@@ -52,6 +52,12 @@ CELL = {"type": "object",
                        "server_p99_bucket": {}, "container": {"type": ["object", "null"]},
                        "server": {"type": ["object", "null"]}, "breakdown": {"type": ["object", "null"]}}}
 
+SOAK = {"type": "object", "required": ["start", "end", "ok", "achieved_qps", "samples"],
+        "properties": {"start": _NUM, "end": _NUM, "ok": _INT, "achieved_qps": _NUM, "protocol": _STR, "level": _STR,
+                       "valid": {"type": "boolean"}, "invalid_reasons": {"type": "array"},
+                       "samples": {"type": "array", "items": {"type": "array", "items": _NUM, "minItems": 2,
+                                                              "maxItems": 2}}}}
+
 COMPARE = {"type": "object",
            "required": ["run_id", "status", "created", "config", "environment", "cold_start", "ceiling", "cells",
                         "search"],
@@ -64,7 +70,9 @@ COMPARE = {"type": "object",
                           "ceiling_pinned": {"type": "object", "additionalProperties": _OBJ}, "optrace": _OBJ,
                           "outputs": _OBJ, "cells": {"type": "object", "additionalProperties": CELL},
                           "search": {"type": "object", "additionalProperties": _OBJ},
-                          "activity": _OBJ, "preflight": _OBJ, "interrupted": _OBJ, "failed": _OBJ}}
+                          "activity": _OBJ, "preflight": _OBJ, "interrupted": _OBJ, "failed": _OBJ,
+                          "memory": {"type": "object", "additionalProperties": _OBJ},
+                          "soak": {"type": "object", "additionalProperties": SOAK}}}
 
 _MEAN_CI = {"type": "object", "required": ["mean", "ci_low", "ci_high"],
             "properties": {"mean": _NUM, "ci_low": _NUM_OR_NULL, "ci_high": _NUM_OR_NULL}}

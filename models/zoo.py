@@ -23,7 +23,9 @@ ZOO = {"recommender": ("models.recommender", "TFX-style recommender: tf.Example 
                                              "asset, embeddings; predict, classify and regress signatures"),
        "image": ("models.image", "keras.applications ResNet-50 on 64x64 RGB: float images (serving_default) and "
                                  "JPEG bytes decoded in the graph (serving_bytes)"),
-       "text": ("models.text", "BERT-style encoder: two transformer blocks on int32 token ids [batch, 32]")}
+       "text": ("models.text", "BERT-style encoder: two transformer blocks on int32 token ids [batch, 32]"),
+       "growing": ("models.growing", "the example model's input; each call inserts 64 new keys into a hash table: "
+                                     "memory that grows with use, the positive control of the growth verdict")}
 
 
 def _release(v) -> tuple:

@@ -28,7 +28,7 @@ pytestmark = pytest.mark.integration
 # quick's levels, windows and repeats (the faults need whole cells, a run long enough for a Prometheus
 # restart), without its max-QPS search and with a short ceiling: none of these tests reads them.
 FAULTS_PROFILE = ("concurrency: [4, 16]\nwindow_s: 4\nwarmup_s: 1.5\nsearch_probes: 0\nceiling_windows: 2\n"
-                  "ceiling_pinned_windows: 0\n"
+                  "ceiling_pinned_windows: 0\nsoak_s: 0\n"
                   "ceiling_window_s: 0.5\noptrace_processes: 0\nrepeat: 2\n")
 
 

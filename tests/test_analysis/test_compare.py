@@ -34,7 +34,7 @@ def env(tmp_path_factory):
 # section is checked, not its precision (the search has its own tests in tests/faults).
 PROFILE = ("concurrency: [4, 16]\nwindow_s: 4\nwarmup_s: 1.5\nsearch_low: 100\nsearch_high: 3000\n"
            "search_window_s: 3\nsearch_probes: 2\nceiling_windows: 5\nceiling_window_s: 1\nrepeat: 2\n"
-           "optrace_processes: 3\noptrace_calls: 100\n")
+           "optrace_processes: 3\noptrace_calls: 100\nsoak_s: 10\n")
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +137,40 @@ def test_report_tables_stats_and_crosscheck(run):
     assert "## Max stable QPS" in stdout
 
 
+def test_memory_after_load_peak_and_growth_per_version_with_the_machine_named(run):
+    """Issue 35: every compare states each version's RSS after load, at its peak and its growth over a soak, with a
+    verdict; the example model's RSS is flat on both versions (the growing control: test_memory_compare.py)."""
+    _, d, stdout = run
+    rep = json.loads((d / "report.json").read_text())
+    data = json.loads((d / "compare.json").read_text())
+    mem = {r["version"]: r for r in rep["memory"]["rows"]}
+    assert list(mem) == list(TEST_VERSIONS)
+    for v, r in mem.items():
+        assert 50 < r["after_load_mib"] <= r["peak_mib"] < 8192, r
+        assert r["steady_mib"] <= r["peak_mib"] + 1, r  # the cells' windows are within the run's peak
+        soak = data["soak"][v]
+        assert soak["end"] - soak["start"] >= 10 and soak["ok"] > 100 and soak["valid"], soak
+        assert len(soak["samples"]) >= 5, soak  # Prometheus' scrapes of the exporter, every 2 s
+        assert r["growth"]["verdict"] == "flat", r["growth"]
+        lo, hi = r["growth"]["per_10k"][1:]
+        assert -1 < lo <= r["growth"]["per_10k"][0] <= hi < 1
+    assert mem[TEST_VERSIONS[1]]["vs_baseline"]["verdict"] == "no significant difference"
+    assert rep["families"]["memory"] == 1
+    first = (d / "report.md").read_text().split("## ")[0]
+    assert re.search(rf"\*\*Memory \(RSS\):\*\* {re.escape(TEST_VERSIONS[0])} [\d,]+ MiB after load, peak [\d,]+, "
+                     rf"flat; {re.escape(TEST_VERSIONS[1])} [\d,]+ MiB after load, peak [\d,]+, flat\.", first), first
+    # the machine, as /proc/cpuinfo says, and the oneDNN default each version applies on it
+    flags = set(next(ln for ln in open("/proc/cpuinfo") if ln.startswith("flags")).split(":")[1].split())
+    machine = next(ln for ln in first.splitlines() if ln.startswith("Machine: "))
+    assert ("AVX512_VNNI" in machine.split("; not ")[0]) == ("avx512_vnni" in flags), machine
+    assert ("AVX2" in machine.split("; not ")[0]) == ("avx2" in flags), machine
+    new_enough = "on (default" if flags & {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile"} else "off (default"
+    if os.environ.get("TF_ENABLE_ONEDNN_OPTS") in ("0", "1"):  # the suite run with oneDNN forced: the servers inherit it
+        new_enough = f"(TF_ENABLE_ONEDNN_OPTS={os.environ['TF_ENABLE_ONEDNN_OPTS']})"
+    assert f"{TEST_VERSIONS[1]} {new_enough}" in machine, machine
+    assert "soak " in stdout and "MiB RSS after load, idle" in stdout
+
+
 def test_html_report_renders_offline_in_chromium(run, tmp_path):
     _, d, _ = run
     page = (d / "report.html").read_text()
@@ -218,7 +252,7 @@ def test_calibrate_an_aa_run_finds_no_difference(env, tmp_path):
     # no op table: its verdicts are not among those checked here (test_compare's run and test_knobs_compare
     # check the table), and without its eight traced processes this test took 88 s instead of 116 s
     profile.write_text("concurrency: [4]\nwindow_s: 3\nwarmup_s: 1\nsearch_probes: 0\nceiling_windows: 3\n"
-                       "ceiling_pinned_windows: 0\n"
+                       "ceiling_pinned_windows: 0\nsoak_s: 0\n"
                        "ceiling_window_s: 0.5\noptrace_processes: 0\nrepeat: 3\n")
     rep = _calibrate(env, profile, v)
     assert rep["config"]["versions"] == [v, f"{v}-b"] and rep["baseline_version"] == v
@@ -285,7 +319,7 @@ def test_a_known_difference_is_called_slower_as_an_independent_reference_measure
     # 5 repeats of 2 s: with 3, the servers' TF runtime on 2 shared cores once spread so far (2.04 ± 0.71 ms) that
     # a +131% difference missed the headline's Holm level; the ceiling, 4 processes, calls it at any of these
     profile.write_text("concurrency: [4]\nwindow_s: 2\nwarmup_s: 1\nsearch_probes: 0\nceiling_windows: 4\n"
-                       "ceiling_window_s: 0.5\nceiling_pinned_windows: 0\noptrace_processes: 0\nrepeat: 5\n")
+                       "ceiling_window_s: 0.5\nceiling_pinned_windows: 0\nsoak_s: 0\noptrace_processes: 0\nrepeat: 5\n")
     out = analysis(env, "calibrate", "--version", v, "--profile", str(profile), "--runtime", "local", "--rows", "32",
                    "--protocol", "grpc", "--batching", "off", "--model-b", str(slow))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

@@ -16,7 +16,7 @@ from servers import TEST_VERSIONS
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 PROFILE = ("concurrency: [4]\nwindow_s: 3\nwarmup_s: 1\nsearch_probes: 0\nceiling_windows: 2\n"
-           "ceiling_pinned_windows: 0\n"
+           "ceiling_pinned_windows: 0\nsoak_s: 0\n"
            "ceiling_window_s: 0.5\noptrace_processes: 0\nrepeat: 2\n")  # the op table: test_compare
 
 

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 # one level, no search: the knob's plumbing and verdicts are checked here, the protocol in test_compare
 PROFILE = ("concurrency: [4]\nwindow_s: 3\nwarmup_s: 1\nsearch_probes: 0\nceiling_windows: 4\n"
-           "ceiling_pinned_windows: 0\n"
+           "ceiling_pinned_windows: 0\nsoak_s: 0\n"
            "ceiling_window_s: 0.5\noptrace_processes: 2\noptrace_calls: 100\nrepeat: 2\n")
 
 

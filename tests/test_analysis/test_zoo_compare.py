@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 PROFILE = ("concurrency: [4]\nwindow_s: 2\nwarmup_s: 0.5\nsearch_probes: 0\nceiling_windows: 2\nceiling_window_s: 0.3\n"
-           "ceiling_pinned_windows: 0\noptrace_processes: 0\nrepeat: 2\n")
+           "ceiling_pinned_windows: 0\nsoak_s: 0\noptrace_processes: 0\nrepeat: 2\n")
 
 
 def test_a_tf_example_model_compared_through_classify_over_both_protocols(tmp_path):
