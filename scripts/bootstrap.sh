@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # docker.io, docker-compose, debootstrap: the docker runtime and its offline test (images built here).
-APT_PACKAGES=(prometheus nginx-light wrk hey chromium docker.io docker-compose debootstrap)
+APT_PACKAGES=(prometheus nginx-light wrk hey chromium docker.io docker-compose debootstrap libjemalloc2 libtcmalloc-minimal4)
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

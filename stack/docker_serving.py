@@ -23,6 +23,7 @@ from pathlib import Path
 
 from stack import compose, knobs, ports
 from stack.docker_runtime import ROOT, DockerError, project
+from stack.images import OFFLINE_PREFIX
 from stack.promconfig import service
 from stack.serving import LocalServing, Server, first_predict_ms, local_server, newest_state
 
@@ -134,6 +135,11 @@ class DockerServing:
             else:
                 flags.append("--batching_parameters_file=/config/batching.config")
         hc = svc["healthcheck"]
+        if knobs.allocator(v.knobs) in knobs.PRELOAD and not image_for(v).startswith(OFFLINE_PREFIX):
+            raise DockerError(f"KNOBS malloc={knobs.allocator(v.knobs)}: {image_for(v)} has no Debian allocator "
+                              "libraries to preload (a library mounted from this host would not match its glibc); "
+                              "build the images with `make images` and export the lines it prints, or use "
+                              "RUNTIME=local")
         return dict(
             image=image_for(v), name=self.name(v), entrypoint=svc["entrypoint"], command=flags,
             environment={**svc["environment"], **knobs.env(v.knobs)}, volumes=volumes, detach=True,

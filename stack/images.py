@@ -57,6 +57,10 @@ exec tensorflow_model_server --port=8500 --rest_api_port=8501 --model_name="${MO
 """
 
 
+OFFLINE_PREFIX = "tfsb-offline/"  # the images built here (the official ones lack the allocators to preload)
+PACKAGES = "python3,libjemalloc2,libtcmalloc-minimal4"  # KNOBS malloc= preloads these (stack/knobs.py)
+
+
 class ImageError(RuntimeError):
     """One line for the user."""
 
@@ -67,15 +71,15 @@ def _run_image(cmd: list, what: str, **kw) -> None:
 
 def _rootfs_tarball(log) -> Path:
     cache = home() / "images"
-    tarball = cache / "bookworm-minbase-python3.tar"
+    tarball = cache / f"bookworm-minbase-{hashlib.sha256(PACKAGES.encode()).hexdigest()[:8]}.tar"
     if tarball.exists():
         return tarball
     if not shutil.which("debootstrap"):
         raise ImageError("debootstrap is missing (Debian: apt-get install debootstrap)")
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        log(f"images: debootstrap bookworm minbase + python3 from {MIRROR} (about 45 s)")
-        _run_image(["debootstrap", "--variant=minbase", "--include=python3", "bookworm", f"{tmp}/rootfs", MIRROR],
+        log(f"images: debootstrap bookworm minbase + {PACKAGES} from {MIRROR} (about 45 s)")
+        _run_image(["debootstrap", "--variant=minbase", f"--include={PACKAGES}", "bookworm", f"{tmp}/rootfs", MIRROR],
                    "debootstrap")
         _run_image(["tar", "-C", f"{tmp}/rootfs", "-cf", f"{tmp}/rootfs.tar", "."], "tar of the rootfs")
         os.replace(f"{tmp}/rootfs.tar", tarball)
@@ -108,7 +112,7 @@ def _image_exists(ref: str) -> bool:
 def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: str = "", python: str = ROOTFS_PYTHON,
            changes: tuple = ()) -> str:
     """changes: more `docker import -c` lines (ENV, ENTRYPOINT, EXPOSE) of the image."""
-    marks = [salt, python, "bytecode", "no-tf-headers", *changes]  # salt: what `extra` writes
+    marks = [salt, python, "bytecode", "no-tf-headers", PACKAGES, *changes]  # salt: what `extra` writes
     tag = f"{ref}-{_code_digest(parts, pins + no_deps + marks)}"
     if _image_exists(tag):
         log(f"images: {tag} is up to date")
@@ -156,7 +160,7 @@ def build_base(log=print) -> str:
         shutil.copy2(prometheus, rootfs / "bin" / "prometheus")
         (rootfs / "prometheus").mkdir()
         os.chown(rootfs / "prometheus", 65534, 65534)  # prom/prometheus runs as nobody too
-    return _build("tfsb-offline/base:local", ["exporter", "fileio"], group_pins("exporter"), [], extra, log)
+    return _build(f"{OFFLINE_PREFIX}base:local", ["exporter", "fileio"], group_pins("exporter"), [], extra, log)
 
 
 def _copy_python(rootfs: Path, minor: str) -> str:
@@ -189,5 +193,5 @@ def build_tfserving(version_name: str | None = None, log=print) -> str:
                'ENTRYPOINT ["/usr/bin/tf_serving_entrypoint.sh"]')
     if v.image_python != ROOTFS_PYTHON:
         changes += (f"ENV LD_LIBRARY_PATH=/opt/python/{v.image_python}/lib",)
-    return _build(f"tfsb-offline/tfserving:{v.name}", ["modelserver", "fileio"], list(v.requirements(reg.server_pip)),
+    return _build(f"{OFFLINE_PREFIX}tfserving:{v.name}", ["modelserver", "fileio"], list(v.requirements(reg.server_pip)),
                   [v.serving_api], extra, log, salt=script + ENTRYPOINT, python=v.image_python, changes=changes)

@@ -3,6 +3,8 @@
 
     KNOBS="onednn=0,1"                 TF_ENABLE_ONEDNN_OPTS in the server's (and ceiling's) environment
     KNOBS="intra_op=1,2 inter_op=1"    TF Serving's --tensorflow_intra_op_parallelism / _inter_op_ flags
+    KNOBS="malloc=glibc,jemalloc"      the allocator: LD_PRELOAD of Debian's libjemalloc2 / libtcmalloc-minimal4
+                                       (memory growth under load and across reloads depends on it: serving#1215)
 
 Every combination of every selected version is one server of its own, named after what it sets
 ("2.9-onednn0", "2.9-intra1-inter1"), on its own ports: the compare interleaves them like
@@ -13,13 +15,20 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from pathlib import Path
 
 # knob -> (short name in a server's label, values allowed, how it is applied)
 KNOBS = {
     "onednn": ("onednn", ("0", "1"), ("env", "TF_ENABLE_ONEDNN_OPTS")),
     "intra_op": ("intra", None, ("flag", "--tensorflow_intra_op_parallelism")),
     "inter_op": ("inter", None, ("flag", "--tensorflow_inter_op_parallelism")),
+    "malloc": ("", ("glibc", "jemalloc", "tcmalloc"), ("preload", "LD_PRELOAD")),
 }
+# The allocators' libraries: Debian's paths on amd64, the host's and the images' `make images` builds alike
+# (stack/images.py installs both packages). glibc: nothing preloaded.
+LIB_DIR = Path("/usr/lib/x86_64-linux-gnu")
+PRELOAD = {"jemalloc": ("libjemalloc.so.2", "libjemalloc2"), "tcmalloc": ("libtcmalloc_minimal.so.4",
+                                                                          "libtcmalloc-minimal4")}
 PORT_STEP = 2  # each variant's gRPC and REST ports: the version's, shifted by 2 per variant
 
 
@@ -51,13 +60,29 @@ def parse(text: str | None) -> list:
 
 
 def label(knobs: tuple) -> str:
-    """"onednn0-intra2": what a variant's name adds to its version's."""
+    """"onednn0-intra2", "jemalloc": what a variant's name adds to its version's."""
     return "-".join(f"{KNOBS[k][0]}{v}" for k, v in knobs)
 
 
 def env(settings: tuple) -> dict:
     """The environment a variant's server and ceiling run with (settings: Version.knobs)."""
-    return {KNOBS[k][2][1]: v for k, v in settings if KNOBS[k][2][0] == "env"}
+    out = {KNOBS[k][2][1]: v for k, v in settings if KNOBS[k][2][0] == "env"}
+    out.update({KNOBS[k][2][1]: str(LIB_DIR / PRELOAD[v][0]) if v in PRELOAD else ""  # glibc: none inherited
+                for k, v in settings if KNOBS[k][2][0] == "preload"})
+    return out
+
+
+def allocator(settings: tuple) -> str | None:
+    """The variant's allocator ("glibc", "jemalloc", ...), or None where it is not a knob of the compare."""
+    return next((v for k, v in settings if k == "malloc"), None)
+
+
+def check_preload(settings: tuple, where: str = "this machine") -> None:
+    """A preloaded allocator that is missing would make every process of the variant fail to start: one line now."""
+    lib = PRELOAD.get(allocator(settings) or "")
+    if lib and not (LIB_DIR / lib[0]).exists():
+        raise KnobError(f"KNOBS: malloc={allocator(settings)} needs {LIB_DIR / lib[0]} on {where} "
+                        f"(Debian: apt-get install {lib[1]})")
 
 
 def flags(settings: tuple) -> list:
@@ -72,7 +97,8 @@ def threads(settings: tuple) -> dict:
 
 def describe(settings: tuple) -> str:
     """"TF_ENABLE_ONEDNN_OPTS=0 --tensorflow_intra_op_parallelism=2" for the report."""
-    return " ".join([f"{k}={v}" for k, v in env(settings).items()] + flags(settings))
+    return " ".join([f"{k}={v}" if v else f"{k} empty (glibc malloc)" for k, v in env(settings).items()]
+                    + flags(settings))
 
 
 def expand(registry, versions: list, text: str | None) -> tuple:
@@ -81,6 +107,8 @@ def expand(registry, versions: list, text: str | None) -> tuple:
     combos = parse(text)
     if not combos:
         return registry, versions
+    for combo in combos:
+        check_preload(combo)  # the ceiling runs it here, whatever runs the servers
     out, table = [], dict(registry.versions)
     taken = {p: v.name for v in registry.versions.values() for p in (v.ports.grpc, v.ports.rest)}
     for v in versions:

@@ -101,6 +101,10 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
         log(f"TF Serving {version.name}: serves {serving}; restarting it with {base}")
         procs.stop(pid_file)
     for port, what in ((info["rest"], "REST"), (info["grpc"], "gRPC")):
+        stale = own_server_on(port, version)
+        if stale:  # a server of this stack under another name (an alias or knob variant of an earlier compare)
+            log(f"TF Serving {version.name}: port {port} is held by this stack's {stale.parent.name[2:]}; stopping it")
+            procs.stop(stale)
         if procs.port_in_use(port, bind):
             raise StackError(f"port {port} ({what} of TF Serving {version.name}) is taken by another process; "
                              "stop it, or shift the stack's ports with TFSB_PORT_OFFSET=<n>")
@@ -126,6 +130,23 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
     failed = [ln for ln in procs.log_tail(log_file, 40).split(" | ") if "failed to load" in ln]
     why = ": " + failed[-1].split("failed to load", 1)[1].strip() if failed else ""
     raise StackError(f"TF Serving {version.name} did not become AVAILABLE within {timeout_s:.0f}s{why}; see {log_file}")
+
+
+def own_server_on(port: int, version: Version) -> Path | None:
+    """The pid file of a running server of this state directory, another than `version`'s, listening on port
+    (read from its command line: the flags server_command wrote)."""
+    root = state_dir()
+    for pid_file in sorted(root.glob("tf*/modelserver.pid")) if root.exists() else []:
+        pid = procs.read_pid(pid_file)
+        if pid_file.parent == version_dir(version) or not procs.alive(pid, "modelserver"):
+            continue
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"--port={port}".encode() in args or f"--rest_api_port={port}".encode() in args:
+            return pid_file
+    return None
 
 
 def down(log=print) -> int:
