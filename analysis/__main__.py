@@ -131,8 +131,10 @@ def cmd_calibrate(a) -> int:
     reg = reg.with_alias(name)
     model_for = {}
     if a.model_b:  # the positive control: B serves another model, a difference the verdicts must find
+        from models import zoo
         from models.prepare import check_base_path
-        model_for[name + "-b"] = str(check_base_path(a.model_b).resolve())
+        path = zoo.resolve(a.model_b, reg, [reg.get(name)]) or a.model_b  # a zoo name (growing: memory's control)
+        model_for[name + "-b"] = str(check_base_path(path).resolve())
     return _compare(a, reg, [reg.get(name), reg.get(name + "-b")], model_for=model_for)
 
 
@@ -151,17 +153,22 @@ def cmd_scenario(a) -> int:
     from loadgen.app import check_writable
     from stack.registry import load_registry
     from stack.runtime import pick_runtime
+    from stack import knobs
     from stack.serving import serving_for
 
     reg = load_registry()
-    versions = reg.select(a.versions)
+    reg, versions = knobs.expand(reg, reg.select(a.versions), a.knobs)  # KNOBS="malloc=glibc,jemalloc": a server each
     profile = get_profile(a.profile)
     if a.repeat < 1:
         raise ValueError(f"REPEAT must be >= 1, got {a.repeat}")
     opts = {"max_batch": _ints(a.max_batch, "MAX_BATCH"), "timeout_us": _ints(a.timeout_us, "TIMEOUT_US"),
-            "threads": _ints(a.threads, "THREADS"), "concurrency": a.concurrency, "rate": a.rate}
+            "threads": _ints(a.threads, "THREADS"), "concurrency": a.concurrency, "rate": a.rate,
+            "cycles": a.cycles, "cycle_s": a.cycle_s}
     if min(opts["max_batch"]) < 1 or min(opts["threads"]) < 1 or a.concurrency < 1 or a.rate <= 0:
         raise ValueError("MAX_BATCH, THREADS, CONCURRENCY and RATE must be positive")
+    if a.name == "reload":
+        from analysis import reload
+        reload.check(a.cycles, a.cycle_s)
     check_writable(str(runstore.results_dir() / "probe"))
     runtime = pick_runtime(a.runtime)
     print(f"scenario {a.name}: {' '.join(v.name for v in versions)}, profile {profile.name}, {a.repeat} repeat(s), "
@@ -244,10 +251,10 @@ def cmd_regress(a) -> int:
     reg = load_registry()
     version = reg.get(a.version)
     cfg = base["config"]
-    # levels only: no search, no ceiling, no op table (the gate reads the levels; without the ceiling's
+    # levels only: no search, no ceiling, no op table, no soak (the gate reads the levels; without the ceiling's
     # processes the gate test took 97 s instead of 136 s)
     profile = Profile(**{**known_profile_fields(cfg["profile"]), "search_probes": 0, "ceiling_windows": 0,
-                         "optrace_processes": 0})
+                         "optrace_processes": 0, "soak_s": 0})
     settings = Settings((version.name,), tuple(cfg["rows"]), tuple(cfg["batching"]), tuple(cfg["protocols"]),
                         profile, cfg["repeat"], cfg["sla_p99_ms"])
     # before anything starts: the server must take the baseline's rows, and the baseline must hold levels
@@ -344,8 +351,9 @@ def main(argv=None) -> int:
     g.add_argument("--tolerance", type=number(0, 10), default=0.10)
     g.add_argument("--model", default=os.environ.get("MODEL", ""))
     g.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
-    sc = sub.add_parser("scenario", help="batching on/off, REST vs gRPC, the batching sweep, a hot model update")
-    sc.add_argument("name", choices=["batching", "protocols", "sweep", "hot-update"])
+    sc = sub.add_parser("scenario", help="batching on/off, REST vs gRPC, the batching sweep, a hot model update, "
+                                         "reload cycles")
+    sc.add_argument("name", choices=["batching", "protocols", "sweep", "hot-update", "reload"])
     sc.add_argument("--versions", default=os.environ.get("VERSIONS") or os.environ.get("VERSION") or "2.9")
     sc.add_argument("--profile", default=os.environ.get("PROFILE", "quick"))
     sc.add_argument("--repeat", type=REPEATS, default=os.environ.get("REPEAT") or "2")
@@ -356,8 +364,14 @@ def main(argv=None) -> int:
                     default=os.environ.get("CONCURRENCY") or "32",
                     help="sweep: closed-loop level of every measurement")
     sc.add_argument("--rate", type=number(0, MAX_RATE, lo_open=True, name="RATE"), default=os.environ.get("RATE") or "100",
-                    help="hot-update: req/s")
+                    help="hot-update, reload: req/s")
+    sc.add_argument("--cycles", type=number(1, 1000, integer=True, name="CYCLES"), default=os.environ.get("CYCLES") or "5",
+                    help="reload: model versions written, one per cycle")
+    sc.add_argument("--cycle-s", type=number(0, 3600, lo_open=True, name="CYCLE_S"),
+                    default=os.environ.get("CYCLE_S") or "6", help="reload: seconds per cycle (at least 5)")
     sc.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
+    sc.add_argument("--knobs", default=os.environ.get("KNOBS", ""),
+                    help='each combination a server of its own, as in compare (e.g. "malloc=glibc,jemalloc")')
     a = p.parse_args(argv)
     stopping.install()
     try:

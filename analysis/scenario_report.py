@@ -44,6 +44,9 @@ def markdown(name: str, res: dict) -> str:
         out += ["", "Best under the SLA: " + ("none (no configuration met it)" if b is None else
                 f"max_batch_size {b['max_batch_size']}, batch_timeout_micros {b['batch_timeout_micros']}, "
                 f"num_batch_threads {b['num_batch_threads']}: {b['qps']:.0f} req/s at P99 {b['p99_ms']:.2f} ms")]
+    elif name == "reload":
+        from analysis.reload import markdown as reload_markdown
+        out += reload_markdown(res)
     else:  # hot-update
         out += ["| version | rate | time to switch s | errors | P99 ms before | during | after | max ms during |",
                 "|---|---|---|---|---|---|---|---|"]
@@ -69,6 +72,9 @@ def run(name: str, serving, profile, repeat: int, opts: dict, runtime: str, log=
             raise ValueError("the sweep tunes one version: VERSION=2.9")
         res = scenarios.sweep(serving, profile, repeat, run_id, opts["max_batch"], opts["timeout_us"],
                               opts["threads"], opts["concurrency"], log)
+    elif name == "reload":
+        from analysis.reload import reload_cycles
+        res = reload_cycles(serving, profile, run_id, opts["cycles"], opts["rate"], opts["cycle_s"], log=log)
     else:
         res = scenarios.hot_update(serving, profile, run_id, opts["rate"], log=log)
     res.update(run_id=run_id, scenario=name, created=time.time(), profile=profile.__dict__, repeat=repeat,

@@ -70,3 +70,23 @@ def test_hot_update_under_load_switches_without_errors(env):
     assert row["switch_s"] is not None and 0 < row["switch_s"] < 10  # poll every 1 s, load and warm up
     assert all(row["p99_ms"][k] > 0 for k in ("before", "during", "after"))
     assert f"| {V} | 80/s | {row['switch_s']:.2f} | 0 |" in md
+
+
+def test_reload_cycles_give_memory_after_each_cycle_and_a_growth_verdict(env):
+    """Issue 35: N reloads under load, per version: each cycle switches without errors, the RSS after it comes from
+    the exporter through Prometheus, and RSS over the cycles is fitted (scipy) to a verdict per cycle."""
+    from scipy import stats as st
+
+    res, md = scenario(env, "reload", "--rate", "60", "--cycles", "4", "--cycle-s", "5")
+    [row] = res["rows"]
+    assert row["version"] == V and len(row["cycles"]) == 4 and row["errors"] == 0
+    for c in row["cycles"]:
+        assert c["switch_s"] is not None and 0 < c["switch_s"] < 5, c  # polled every second
+        assert c["errors"] == 0 and c["p99_ms"] > 0 and 50 * 2**20 < c["rss_bytes"] < 8 * 2**30, c
+    rss = [row["rss_before_mib"]] + [c["rss_bytes"] / 2**20 for c in row["cycles"]]
+    fit = st.linregress(range(5), rss)
+    g = row["growth_per_cycle"]
+    assert g["slope"] == pytest.approx(fit.slope) and g["ci_low"] < g["slope"] < g["ci_high"] or fit.stderr == 0
+    assert g["verdict"] in ("flat", "grows", "shrinks", "undecided")
+    assert f"| {V} | 1 | {row['cycles'][0]['switch_s']:,.2f} | 0 |" in md
+    assert re.search(rf"\| {re.escape(V)} \| [+-][\d.]+ MiB \[[+-][\d.]+, [+-][\d.]+\] \| {g['verdict']} \| 0 \|", md), md
