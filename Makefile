@@ -53,7 +53,7 @@ baseline: setup                 ## make baseline RUN=<run id> NAME=tf2.9-cpu [FO
 regress: setup                  ## make regress BASELINE=<name> VERSION=<v>
 	$(PY) -m analysis regress --baseline "$(BASELINE)" --version "$(VERSION)"
 
-scenario: setup                 ## make scenario NAME=batching|protocols|hot-update|reload VERSIONS="2.9 2.21" [CYCLES=5 CYCLE_S=6 RATE=100]
+scenario: setup                 ## make scenario NAME=batching|protocols|hot-update|reload|neighbour VERSIONS="2.9 2.21" [CYCLES=5 CYCLE_S=6 RATE=100 NEIGHBOUR=image KNOBS=..]
 	$(PY) -m analysis scenario "$(NAME)" --versions "$(VERSIONS)"
 
 sweep: setup                    ## make sweep VERSION=2.9 MAX_BATCH="8 32 128" TIMEOUT_US="0 2000 10000" THREADS="2 4 8"

@@ -163,12 +163,17 @@ def cmd_scenario(a) -> int:
         raise ValueError(f"REPEAT must be >= 1, got {a.repeat}")
     opts = {"max_batch": _ints(a.max_batch, "MAX_BATCH"), "timeout_us": _ints(a.timeout_us, "TIMEOUT_US"),
             "threads": _ints(a.threads, "THREADS"), "concurrency": a.concurrency, "rate": a.rate,
-            "cycles": a.cycles, "cycle_s": a.cycle_s}
+            "cycles": a.cycles, "cycle_s": a.cycle_s, "phase_s": a.phase_s}
     if min(opts["max_batch"]) < 1 or min(opts["threads"]) < 1 or a.concurrency < 1 or a.rate <= 0:
         raise ValueError("MAX_BATCH, THREADS, CONCURRENCY and RATE must be positive")
     if a.name == "reload":
         from analysis import reload
         reload.check(a.cycles, a.cycle_s)
+    if a.name == "neighbour":  # B: a zoo name (built once) or a model base; its newest version is what loads
+        from models import zoo
+        from models.prepare import check_base_path
+        from stack.serving import newest_version_dir
+        opts["neighbour"] = newest_version_dir(check_base_path(zoo.resolve(a.neighbour, reg, versions) or a.neighbour))
     check_writable(str(runstore.results_dir() / "probe"))
     runtime = pick_runtime(a.runtime)
     print(f"scenario {a.name}: {' '.join(v.name for v in versions)}, profile {profile.name}, {a.repeat} repeat(s), "
@@ -352,8 +357,8 @@ def main(argv=None) -> int:
     g.add_argument("--model", default=os.environ.get("MODEL", ""))
     g.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
     sc = sub.add_parser("scenario", help="batching on/off, REST vs gRPC, the batching sweep, a hot model update, "
-                                         "reload cycles")
-    sc.add_argument("name", choices=["batching", "protocols", "sweep", "hot-update", "reload"])
+                                         "reload cycles, a neighbour model's load")
+    sc.add_argument("name", choices=["batching", "protocols", "sweep", "hot-update", "reload", "neighbour"])
     sc.add_argument("--versions", default=os.environ.get("VERSIONS") or os.environ.get("VERSION") or "2.9")
     sc.add_argument("--profile", default=os.environ.get("PROFILE", "quick"))
     sc.add_argument("--repeat", type=REPEATS, default=os.environ.get("REPEAT") or "2")
@@ -369,6 +374,10 @@ def main(argv=None) -> int:
                     help="reload: model versions written, one per cycle")
     sc.add_argument("--cycle-s", type=number(0, 3600, lo_open=True, name="CYCLE_S"),
                     default=os.environ.get("CYCLE_S") or "6", help="reload: seconds per cycle (at least 5)")
+    sc.add_argument("--neighbour", default=os.environ.get("NEIGHBOUR") or "image",
+                    help="neighbour: model B, a zoo name or a model base path (default: %(default)s)")
+    sc.add_argument("--phase-s", type=number(1, 3600, name="PHASE_S"), default=os.environ.get("PHASE_S") or "8",
+                    help="neighbour: seconds per phase (before, B loads, B reloads, B unloads)")
     sc.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
     sc.add_argument("--knobs", default=os.environ.get("KNOBS", ""),
                     help='each combination a server of its own, as in compare (e.g. "malloc=glibc,jemalloc")')

@@ -94,7 +94,8 @@ def reload_cycles(serving, p: Profile, run_id: str, cycles: int = 5, rate: float
         log(f"  {server.name}: " + ", ".join(f"cycle {c['cycle']} {_mib(c['rss_bytes'])}" for c in per_cycle)
             + (f"; {fit['slope']:+.2f} MiB per cycle [{fit['ci_low']:+.2f}, {fit['ci_high']:+.2f}]: {fit['verdict']}"
                if fit else ""))
-        serving.restart(server, batching=True)  # back to the model it served
+    for server in serving.servers:  # back to the model each served, after every measurement: a server
+        serving.restart(server, batching=True)  # starting burns CPU for seconds after it is AVAILABLE
     return {"rows": rows, "cycles": cycles, "floor_mib": FLOOR_MIB}
 
 

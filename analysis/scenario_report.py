@@ -47,6 +47,9 @@ def markdown(name: str, res: dict) -> str:
     elif name == "reload":
         from analysis.reload import markdown as reload_markdown
         out += reload_markdown(res)
+    elif name == "neighbour":
+        from analysis.neighbour import markdown as neighbour_markdown
+        out += neighbour_markdown(res)
     else:  # hot-update
         out += ["| version | rate | time to switch s | errors | P99 ms before | during | after | max ms during |",
                 "|---|---|---|---|---|---|---|---|"]
@@ -75,6 +78,9 @@ def run(name: str, serving, profile, repeat: int, opts: dict, runtime: str, log=
     elif name == "reload":
         from analysis.reload import reload_cycles
         res = reload_cycles(serving, profile, run_id, opts["cycles"], opts["rate"], opts["cycle_s"], log=log)
+    elif name == "neighbour":
+        from analysis.neighbour import neighbour
+        res = neighbour(serving, profile, run_id, opts["neighbour"], opts["rate"], opts["phase_s"], log=log)
     else:
         res = scenarios.hot_update(serving, profile, run_id, opts["rate"], log=log)
     res.update(run_id=run_id, scenario=name, created=time.time(), profile=profile.__dict__, repeat=repeat,

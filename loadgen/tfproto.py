@@ -81,6 +81,15 @@ _MESSAGES = {
     "tensorflow.serving.RegressLog": [("request", 1, MSG, ".tensorflow.serving.RegressionRequest", False)],
     "tensorflow.serving.PredictLog": [("request", 1, MSG, ".tensorflow.serving.PredictRequest", False)],
     "tensorflow.serving.MultiInferenceLog": [("request", 1, MSG, ".tensorflow.serving.MultiInferenceRequest", False)],
+    # model_server_config.proto, model_management.proto, util/status.proto: a config reload (ModelService)
+    "tensorflow.serving.ModelConfig": [("name", 1, STR, None, False), ("base_path", 2, STR, None, False),
+                                       ("model_platform", 4, STR, None, False)],
+    "tensorflow.serving.ModelConfigList": [("config", 1, MSG, ".tensorflow.serving.ModelConfig", True)],
+    "tensorflow.serving.ModelServerConfig": [("model_config_list", 1, MSG, ".tensorflow.serving.ModelConfigList",
+                                              False)],
+    "tensorflow.serving.ReloadConfigRequest": [("config", 1, MSG, ".tensorflow.serving.ModelServerConfig", False)],
+    "tensorflow.serving.StatusProto": [("error_code", 1, I32, None, False), ("error_message", 2, STR, None, False)],
+    "tensorflow.serving.ReloadConfigResponse": [("status", 1, MSG, ".tensorflow.serving.StatusProto", False)],
     "tensorflow.serving.PredictionLog": [("classify_log", 2, MSG, ".tensorflow.serving.ClassifyLog", False),
                                          ("regress_log", 3, MSG, ".tensorflow.serving.RegressLog", False),
                                          ("multi_inference_log", 4, MSG, ".tensorflow.serving.MultiInferenceLog", False),
@@ -170,6 +179,8 @@ RegressionRequest = _CLASSES["tensorflow.serving.RegressionRequest"]
 MultiInferenceRequest = _CLASSES["tensorflow.serving.MultiInferenceRequest"]
 SavedModel = _CLASSES["tensorflow.SavedModel"]
 PredictionLog = _CLASSES["tensorflow.serving.PredictionLog"]
+ReloadConfigRequest = _CLASSES["tensorflow.serving.ReloadConfigRequest"]
+ReloadConfigResponse = _CLASSES["tensorflow.serving.ReloadConfigResponse"]
 
 
 def tensor_array(proto) -> np.ndarray:

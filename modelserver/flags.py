@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     flag("--batching_parameters_file", default="", help="BatchingParameters text proto")
     flag("--file_system_poll_wait_seconds", type=_non_negative, default=1,
          help="seconds between polls of the model base path for new versions (0: once)")
+    flag("--num_load_threads", type=_non_negative, default=0,
+         help="threads loading servables, in parallel; 0 (TF Serving's default): loads run one after another on "
+              "the request threads, and can delay requests (serving#1866)")
+    flag("--num_unload_threads", type=_non_negative, default=0, help="accepted as TF Serving does; unloads here "
+                                                                      "only drop a reference")
     flag("--max_num_load_retries", type=_non_negative, default=5,
          help="times a failed model load is retried (a version still being copied, say)")
     flag("--load_retry_interval_micros", type=_non_negative, default=60 * 1000 * 1000,

@@ -99,12 +99,14 @@ def aspired(spec: ModelSpec, on_disk: list) -> list:
 
 class ModelManager:
     def __init__(self, specs: list, metrics, warmup: bool = True, poll_wait_s: int = 1, executor=None,
-                 max_load_retries: int = 5, retry_interval_s: float = 60.0, session_config=None):
+                 max_load_retries: int = 5, retry_interval_s: float = 60.0, session_config=None,
+                 parallel_loads: int = 0):
         self.specs = {s.name: s for s in specs}
         self.states = {s.name: {} for s in specs}
         self.metrics, self.warmup, self.poll_wait_s, self.executor = metrics, warmup, poll_wait_s, executor
         self.max_load_retries, self.retry_interval_s = max_load_retries, retry_interval_s
         self.session_config = session_config
+        self.parallel_loads = parallel_loads  # --num_load_threads: 0, one load after another
         self._task = self.loop = None
 
     def _retrying(self) -> list:
@@ -137,15 +139,15 @@ class ModelManager:
                 log.exception("polling model base paths failed")
 
     async def poll_once(self) -> None:
-        from modelserver.servable import load_servable  # imports TensorFlow: not before flags are checked
-
-        loop = asyncio.get_running_loop()
+        """Load every aspired version not loaded yet (one after another, or --num_load_threads at a time), then
+        unload what is no longer aspired, per model, once something newer serves."""
+        wants, loads = {}, []
         for name, spec in list(self.specs.items()):  # a reload may replace the dict meanwhile
             states = self.states.get(name)
             if states is None:
                 continue
             on_disk = version_dirs(spec.base_path)
-            want = aspired(spec, sorted(on_disk))
+            wants[name] = want = aspired(spec, sorted(on_disk))
             for v in want:
                 st = states.get(v)
                 if st is not None and (st.state in ("AVAILABLE", "END") or (st.state == "LOADING" and (
@@ -154,33 +156,45 @@ class ModelManager:
                 if st is None:
                     st = states[v] = VersionState(v, "LOADING")
                 st.state, st.retry_at = "LOADING", 0.0
-                path = os.path.join(spec.base_path, on_disk[v])
-                try:
-                    servable, load_s, warm_s = await loop.run_in_executor(
-                        self.executor, load_servable, name, v, path, self.warmup, self.session_config,
-                        self.metrics.graph_built)
-                except Exception as e:  # noqa: BLE001 - a bad version must not take the server down
-                    st.error = (str(e).strip().splitlines() or [type(e).__name__])[0]
-                    st.attempts += 1
-                    self.metrics.model_loaded(path, ok=False, load_s=0.0, warmup_s=0.0)
-                    if st.attempts > self.max_load_retries:
-                        st.state = "END"
-                        log.error("failed to load %s version %d, giving up after %d attempts: %s", name, v,
-                                  st.attempts, st.error)
-                    else:  # TF Serving's --max_num_load_retries / --load_retry_interval_micros
-                        st.retry_at = time.monotonic() + self.retry_interval_s
-                        log.warning("failed to load %s version %d (attempt %d of %d), retrying in %gs: %s", name, v,
-                                    st.attempts, self.max_load_retries + 1, self.retry_interval_s, st.error)
-                    continue
-                st.servable, st.state = servable, "AVAILABLE"
-                self.metrics.model_loaded(path, ok=True, load_s=load_s, warmup_s=warm_s)
-                log.info("loaded %s version %d in %.2fs (warmup %.2fs)", name, v, load_s, warm_s)
-            if not any(states[v].state == "AVAILABLE" for v in want if v in states):
+                loads.append((name, st, os.path.join(spec.base_path, on_disk[v])))
+        if self.parallel_loads > 1:  # the pool's size bounds how many run at once
+            await asyncio.gather(*(self._load(*job) for job in loads))
+        else:
+            for job in loads:
+                await self._load(*job)
+        for name, want in wants.items():
+            states = self.states.get(name)
+            if states is None or not any(states[v].state == "AVAILABLE" for v in want if v in states):
                 continue  # keep what serves until something newer is available
             for v, st in list(states.items()):
                 if v not in want and st.state == "AVAILABLE":
                     st.state, st.servable = "END", None
                     log.info("unloaded %s version %d", name, v)
+
+    async def _load(self, name: str, st: VersionState, path: str) -> None:
+        from modelserver.servable import load_servable  # imports TensorFlow: not before flags are checked
+
+        v = st.version
+        try:
+            servable, load_s, warm_s = await asyncio.get_running_loop().run_in_executor(
+                self.executor, load_servable, name, v, path, self.warmup, self.session_config,
+                self.metrics.graph_built)
+        except Exception as e:  # noqa: BLE001 - a bad version must not take the server down
+            st.error = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            st.attempts += 1
+            self.metrics.model_loaded(path, ok=False, load_s=0.0, warmup_s=0.0)
+            if st.attempts > self.max_load_retries:
+                st.state = "END"
+                log.error("failed to load %s version %d, giving up after %d attempts: %s", name, v,
+                          st.attempts, st.error)
+            else:  # TF Serving's --max_num_load_retries / --load_retry_interval_micros
+                st.retry_at = time.monotonic() + self.retry_interval_s
+                log.warning("failed to load %s version %d (attempt %d of %d), retrying in %gs: %s", name, v,
+                            st.attempts, self.max_load_retries + 1, self.retry_interval_s, st.error)
+            return
+        st.servable, st.state = servable, "AVAILABLE"
+        self.metrics.model_loaded(path, ok=True, load_s=load_s, warmup_s=warm_s)
+        log.info("loaded %s version %d in %.2fs (warmup %.2fs)", name, v, load_s, warm_s)
 
     async def reload(self, specs: list) -> None:
         """Serve exactly these models from now on (a changed models.config, HandleReloadConfigRequest):

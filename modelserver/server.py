@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from fileio.atomic import write_atomic
 from modelserver import configs
@@ -60,8 +61,12 @@ async def serve(args) -> None:
     threads = args.rest_api_num_threads or os.cpu_count() or 1
     direct = DirectRunner(threads, metrics)
     runner = BatchingRunner(batching, metrics, direct) if batching else direct
+    # TF Serving's --num_load_threads: 0 loads one servable at a time where requests run; N, N at a time on a pool
+    # of their own
+    loads = ThreadPoolExecutor(args.num_load_threads, thread_name_prefix="load") if args.num_load_threads else None
     manager = ModelManager(specs, metrics, warmup=args.enable_model_warmup,
-                           poll_wait_s=args.file_system_poll_wait_seconds, executor=direct.pool,
+                           poll_wait_s=args.file_system_poll_wait_seconds, executor=loads or direct.pool,
+                           parallel_loads=args.num_load_threads,
                            max_load_retries=args.max_num_load_retries,
                            retry_interval_s=args.load_retry_interval_micros / 1e6, session_config=session_config(args))
     try:

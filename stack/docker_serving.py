@@ -244,6 +244,10 @@ class DockerServing:
         v = self._by_name[server.name]
         return LocalServing(self.registry, [v], self.model_of(v), log=lambda *_: None).model_dir(server)
 
+    def server_path(self, server: Server, host_path: Path) -> None:
+        """A container reads only the model base mounted at /models/my_model: nothing else of this machine."""
+        return None
+
     def ceiling_command(self, server: Server) -> tuple:
         """TensorFlow in-process runs in the version's local venv on the host: the pip build of its
         release, not TF Serving's own (the report says so)."""

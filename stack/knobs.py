@@ -3,6 +3,7 @@
 
     KNOBS="onednn=0,1"                 TF_ENABLE_ONEDNN_OPTS in the server's (and ceiling's) environment
     KNOBS="intra_op=1,2 inter_op=1"    TF Serving's --tensorflow_intra_op_parallelism / _inter_op_ flags
+    KNOBS="load_threads=0,1"           TF Serving's --num_load_threads (0: loads on the request threads, serving#1866)
     KNOBS="malloc=glibc,jemalloc"      the allocator: LD_PRELOAD of Debian's libjemalloc2 / libtcmalloc-minimal4
                                        (memory growth under load and across reloads depends on it: serving#1215)
 
@@ -23,6 +24,8 @@ KNOBS = {
     "intra_op": ("intra", None, ("flag", "--tensorflow_intra_op_parallelism")),
     "inter_op": ("inter", None, ("flag", "--tensorflow_inter_op_parallelism")),
     "malloc": ("", ("glibc", "jemalloc", "tcmalloc"), ("preload", "LD_PRELOAD")),
+    # a server flag the in-process ceiling has no use for (it loads one model once)
+    "load_threads": ("load", tuple(str(n) for n in range(17)), ("server_flag", "--num_load_threads")),
 }
 # The allocators' libraries: Debian's paths on amd64, the host's and the images' `make images` builds alike
 # (stack/images.py installs both packages). glibc: nothing preloaded.
@@ -50,7 +53,8 @@ def parse(text: str | None) -> list:
         allowed = KNOBS[name][1]
         for v in vals:
             if allowed and v not in allowed:
-                raise KnobError(f"KNOBS: {name} takes {' or '.join(allowed)}, got {v!r}")
+                what = " or ".join(allowed) if len(allowed) <= 4 else f"{allowed[0]}..{allowed[-1]}"
+                raise KnobError(f"KNOBS: {name} takes {what}, got {v!r}")
             if not allowed and not (v.isdigit() and 0 < int(v) <= 1024):
                 raise KnobError(f"KNOBS: {name} takes thread counts 1..1024, got {v!r}")
         if len(set(vals)) != len(vals) or name in {a[0][0] for a in axes}:
@@ -87,7 +91,7 @@ def check_preload(settings: tuple, where: str = "this machine") -> None:
 
 def flags(settings: tuple) -> list:
     """The TF Serving flags a variant's server runs with."""
-    return [f"{KNOBS[k][2][1]}={v}" for k, v in settings if KNOBS[k][2][0] == "flag"]
+    return [f"{KNOBS[k][2][1]}={v}" for k, v in settings if KNOBS[k][2][0] in ("flag", "server_flag")]
 
 
 def threads(settings: tuple) -> dict:

@@ -53,6 +53,8 @@ class Serving(typing.Protocol):
 
     def ceiling_command(self, server: "Server") -> tuple: ...
 
+    def server_path(self, server: "Server", host_path: Path) -> str | None: ...
+
 
 class Unreachable(ValueError):
     """A server or Prometheus that does not answer at its address: exit 3 (the README's table), not 2."""
@@ -218,6 +220,10 @@ class LocalServing:
         v = self._by_name[server.name]
         return venv_python(ensure_venv(v, self.registry, log=lambda *_: None)), self.model_dir(server)
 
+    def server_path(self, server: Server, host_path: Path) -> str:
+        """The path the server reads a file of this machine by (a second model's base, for a config reload)."""
+        return str(Path(host_path).resolve())
+
 
 def parse_targets(text: str) -> list:
     """Servers something else started: "2.9=grpc://host:8500,rest://host:8501 2.21=..." (a version's
@@ -346,6 +352,10 @@ class ExternalServing:
         from models.prepare import check_base_path
 
         return newest_version_dir(check_base_path(self.model_path)) if self.model_path else None
+
+    def server_path(self, server: Server, host_path: Path) -> None:
+        """Servers started elsewhere read their own file systems."""
+        return None
 
     def ceiling_command(self, server: Server) -> tuple:
         """As LocalServing's, or (None, why not)."""

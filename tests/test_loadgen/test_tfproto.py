@@ -55,6 +55,24 @@ def test_metadata_written_by_tensorflow_serving_api_reads_with_ours():
     assert [d.size for d in got.inputs["x"].tensor_shape.dim] == [-1, 784]
 
 
+def test_a_config_reload_reads_back_identically_with_tensorflow_serving_api():
+    """The neighbour scenario's HandleReloadConfigRequest and its answer, ours against the real classes."""
+    from tensorflow_serving.apis import model_management_pb2
+
+    req = tfproto.ReloadConfigRequest()
+    for name, base in (("my_model", "/m/a"), ("neighbour", "/m/b")):
+        m = req.config.model_config_list.config.add()
+        m.name, m.base_path, m.model_platform = name, base, "tensorflow"
+    real = model_management_pb2.ReloadConfigRequest.FromString(req.SerializeToString())
+    assert [(c.name, c.base_path, c.model_platform) for c in real.config.model_config_list.config] == [
+        ("my_model", "/m/a", "tensorflow"), ("neighbour", "/m/b", "tensorflow")]
+    assert real.SerializeToString() == req.SerializeToString()
+    resp = model_management_pb2.ReloadConfigResponse()
+    resp.status.error_code, resp.status.error_message = 3, "bad base path"
+    ours = tfproto.ReloadConfigResponse.FromString(resp.SerializeToString())
+    assert (ours.status.error_code, ours.status.error_message) == (3, "bad base path")
+
+
 @pytest.mark.integration
 def test_a_grpc_run_imports_no_tensorflow(server, tmp_path):
     out = tmp_path / "lg.json"
