@@ -35,7 +35,7 @@ load: setup                     ## make load VERSION=2.9 RATE=500 DURATION=60s |
 watch: setup                    ## live terminal view of the comparison panels (Ctrl-C to leave)
 	$(PY) -m stack watch
 
-compare: setup                  ## make compare VERSIONS="2.9 2.21" [KNOBS="onednn=0,1 intra_op=1,2"] [ROWS="1 32"] [BATCHING=on|off|both] [PROTOCOL=rest|grpc|both] [PROFILE=quick|standard|file.yaml] [REPEAT=] [SLA_MS=] [ISOLATE=0] | TARGETS="2.9=grpc://h:8500,rest://h:8501 ..." PROMETHEUS=http://h:9090: servers started elsewhere
+compare: setup                  ## make compare VERSIONS="2.9 2.21" [KNOBS="onednn=0,1 intra_op=1,2"] [ROWS="1 32"] [BATCHING=on|off|both] [PROTOCOL=rest|grpc|both] [PROFILE=quick|standard|file.yaml] [REPEAT=] [SLA_MS=] [ISOLATE=0] [COLD_STARTS=3] | TARGETS="2.9=grpc://h:8500,rest://h:8501 ..." PROMETHEUS=http://h:9090: servers started elsewhere
 	$(PY) -m analysis compare --versions "$(if $(filter command line environment,$(origin VERSIONS)),$(VERSIONS),2.9 2.21)"
 
 calibrate: setup                ## make calibrate VERSION=2.21 [PROFILE=..] [ROWS=..] [MODEL_B=path: a positive control]: A/A, the version against a second server of itself

@@ -32,7 +32,7 @@ def settings_from(a, versions: list):
     s = plan.Settings(tuple(v.name for v in versions), plan.parse_rows(a.rows),
                       plan.parse_choice(a.batching, "BATCHING", plan.BATCHING),
                       plan.parse_choice(a.protocol, "PROTOCOL", plan.PROTOCOLS), profile, repeat, sla,
-                      a.api, a.signature, a.request_count, a.requests)
+                      a.api, a.signature, a.request_count, a.requests, a.cold_starts)
     return s
 
 
@@ -326,6 +326,9 @@ def main(argv=None) -> int:
                         default=os.environ.get("REQUEST_COUNT", "64"), help="distinct requests, cycled (default: 64)")
         sp.add_argument("--requests", default=os.environ.get("REQUESTS", ""),
                         help="requests from a file: warmup, a TFRecord of PredictionLog or tf.Example, JSON lines")
+        sp.add_argument("--cold-starts", type=number(1, 100, integer=True, name="COLD_STARTS"),
+                        default=os.environ.get("COLD_STARTS") or "1",
+                        help="fresh servers per version, each timed to AVAILABLE and its first request (default: 1)")
     bi = sub.add_parser("bisect", help="the TensorFlow release between two versions where the ceiling changed")
     bi.add_argument("--from", dest="from_version", default=os.environ.get("FROM", "2.9"))
     bi.add_argument("--to", dest="to_version", default=os.environ.get("TO", "2.21"))

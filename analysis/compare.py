@@ -14,7 +14,7 @@ import copy
 import dataclasses
 import time
 
-from analysis import ceiling, counters, memory, optable, outputs, plan, resume, runstore, schemas
+from analysis import ceiling, coldstart, counters, memory, optable, outputs, plan, resume, runstore, schemas
 from analysis.plan import Settings
 from loadgen import requestset, stopping
 from loadgen.app import ServerRefused, build_payloads, check_writable, measure
@@ -182,17 +182,11 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
             continue
         # The cold starts first: each (re)creates its server in this mode, so up() below starts only the
         # rest, and a container is not created twice (on the vfs driver each create copies the image).
-        for s in serving.servers if batching == settings.batching[0] else []:
-            if s.name not in run["cold_start"]:
-                t0 = time.time()
-                cs = serving.cold_start(s, batching, first_request(serving, settings))
-                if cs is None:  # a server started elsewhere: nothing to time
-                    continue
-                run["cold_start"][s.name] = cs
-                _busy(run, [s.name], t0)
-                log(f"  cold start {s.name}: AVAILABLE after {cs['to_available_s']:.1f}s, first predict "
-                    f"{cs['first_request_ms']:.1f} ms")
-                runstore.save(run)
+        if batching == settings.batching[0]:
+            probe = first_request(serving, settings)
+            coldstart.measure(run, list(serving.servers), settings.cold_starts,
+                              lambda s: serving.cold_start(s, batching, probe), log,
+                              lambda name, t0: _busy(run, [name], t0))
         t0 = time.time()
         serving.up(batching)
         _busy(run, by_name, t0)

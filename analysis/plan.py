@@ -28,12 +28,13 @@ class Settings:
     signature: str = "serving_default"
     requests: int = 64                  # distinct requests per (server, protocol, rows), cycled
     requests_file: str = ""             # REQUESTS=: warmup, a TFRecord, JSON lines (loadgen/recordfile.py)
+    cold_starts: int = 1                # COLD_STARTS=: fresh servers per version, timed (analysis/coldstart.py)
 
     def as_dict(self) -> dict:
         return {"versions": list(self.versions), "rows": list(self.rows), "batching": list(self.batching),
                 "protocols": list(self.protocols), "profile": dataclasses.asdict(self.profile),
                 "repeat": self.repeat, "sla_p99_ms": self.sla_p99_ms, "api": self.api, "signature": self.signature,
-                "requests": self.requests, "requests_file": self.requests_file}
+                "requests": self.requests, "requests_file": self.requests_file, "cold_starts": self.cold_starts}
 
 
 def parse_rows(text: str) -> tuple:

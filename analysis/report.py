@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from analysis import counters, growth, promql, reconcile, rows as rows_mod, runstore
+from analysis import coldstart, counters, growth, promql, reconcile, rows as rows_mod, runstore
 from analysis.report_html import html_page
 from analysis.report_text import csv_text, markdown
 from loadgen.summary import write_json_atomic
@@ -38,7 +38,9 @@ def build(run_id: str, log=print) -> dict:
     prom = {k: promql.window(cell, url) for k, cell in run["cells"].items()}
     built = rows_mod.build(run, prom)
     built["memory"] = growth.table(run, steady_rss(built["rows"]))
-    built["families"] = {**built["families"], growth.FAMILY: built["memory"]["tests"]}
+    built["cold_starts"] = coldstart.table(run)
+    built["families"] = {**built["families"], growth.FAMILY: built["memory"]["tests"],
+                         coldstart.FAMILY: built["cold_starts"]["tests"]}
     window = [min((c["warmup_start"] for c in run["cells"].values()), default=run["created"]),
               max((c["end"] for c in run["cells"].values()), default=time.time())]
     gaps = promql.scrape_gaps(*window, url=url)

@@ -8,7 +8,7 @@ import re
 
 import numpy as np
 
-from analysis import charts
+from analysis import charts, coldstart, machine, memory_text
 from analysis.report_text import LABELS, OP_HEADER, _bucket, _fmt, _vs, load_name, op_rows, reconciliation, statistics
 from analysis.rows import BREAKDOWN
 from analysis.verdict_text import headline, notes, vs_text
@@ -102,9 +102,18 @@ def op_chart(optable: list, versions: list) -> str:
                           ylabel="µs per call")
 
 
+def _section(lines: list) -> str:
+    """A markdown section of the report (a heading, paragraphs, one table) as HTML."""
+    heads = [ln for ln in lines if ln.startswith("## ")]
+    rows = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines if ln.startswith("|") and "---" not in ln]
+    text = "".join(f"<p>{_inline(ln.lstrip('- '))}</p>" for ln in lines if ln and not ln.startswith(("## ", "|")))
+    return "".join(f"<h2>{html.escape(h[3:])}</h2>" for h in heads) + text + (_table(rows[0], rows[1:]) if rows else "")
+
+
 def html_page(rep: dict) -> str:
     base = rep["baseline_version"]
-    answer = "".join(f"<p>{_inline(line)}</p>" for line in headline(rep))
+    answer = "".join(f"<p>{_inline(line)}</p>" for line in headline(rep) + memory_text.first_lines(rep)
+                     + [machine.line(rep["environment"])])
     caveats = "".join(f'<div class="note">{_inline(n.lstrip("> "))}</div>' for n in notes(rep) if n)
     rows = rep["rows"]
     main = _table(["batching", "rows", "protocol", "load", "version", "QPS", "rows/s", "of TF ceiling", "P50 ms",
@@ -137,5 +146,6 @@ def html_page(rep: dict) -> str:
             f"<h1>TF Serving comparison, run {html.escape(rep['run_id'])}</h1>"
             f"<section class='answer'>{answer}</section>{caveats}"
             f"<h2>Throughput and latency</h2>{main}<h2>Where the time goes (mean ms per request)</h2>{breakdown}"
-            f"<h2>TensorFlow ceiling (in-process, no serving path)</h2>{ceiling}{ops}{answers}<h2>Charts</h2>{svgs}"
+            f"<h2>TensorFlow ceiling (in-process, no serving path)</h2>{ceiling}{ops}{answers}"
+            f"{_section(memory_text.section(rep))}{_section(coldstart.section(rep))}<h2>Charts</h2>{svgs}"
             f"<h2>Nothing lost, and how the verdicts are made</h2>{tail}</body></html>")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
-from analysis import machine, memory_text
+from analysis import coldstart, machine, memory_text
 from analysis.plan import batching_name
 from analysis.rows import BREAKDOWN, COMPARED, DESCRIBED
 from analysis.verdict_text import headline, notes, vs_text
@@ -121,12 +121,10 @@ def markdown(rep: dict) -> str:
     out += [f"- batching {k.split('/')[0]}, {k.split('/')[1]} rows, {k.split('/')[2]}, {k.split('/')[3]}: "
             + ("none found" if v is None else f"{v:.1f} req/s" + unstable_above(rep["search"].get(k, {})))
             for k, v in sorted(rep["max_stable_qps"].items())]
-    out += ["", "## Cold start", ""]
-    out += [f"- {v}: AVAILABLE after {c['to_available_s']:.1f} s, first predict after {c['to_first_predict_s']:.1f} s "
-            f"(first request {c['first_request_ms']:.1f} ms)"
-            + (f"; the container was created in {c['container_create_s']:.1f} s before it started (the engine's copy "
-               "of the image: not part of TF Serving's start)" if c.get("container_create_s") is not None else "")
-            for v, c in sorted(rep["cold_start"].items())]
+    out += coldstart.section(rep)
+    out += [f"- {v}: the container was created in {c['container_create_s']:.1f} s before it started (the engine's "
+            "copy of the image: not part of TF Serving's start)"
+            for v, c in sorted(rep["cold_start"].items()) if c.get("container_create_s") is not None]
     out += memory_text.section(rep)
     out += reconciliation(rep)
     out += statistics(rep)
@@ -269,6 +267,8 @@ def families(rep: dict) -> str:
         return f"All {rep['tests']} verdicts of this report are corrected together (Holm, family-wise 5%)."
     memory = f"; memory, {sizes['memory']} (each version's RSS growth against the baseline's)" if "memory" in sizes \
         else ""
+    if "cold start" in sizes:
+        memory += f"; cold start, {sizes['cold start']} (time to AVAILABLE, first request, peak RSS)"
     return (f"Verdicts are corrected (Holm, family-wise 5%) within {len(sizes)} families: the headline, "
             f"{sizes['headline']} tests (QPS, P99 and TF runtime per cell, the ceiling per row count); the diagnostics, "
             f"{sizes['diagnostic']} (the breakdown's client, transport, server, front end and queue; the ceiling on one "

@@ -32,7 +32,7 @@ CONFIG = {"type": "object", "required": ["versions", "rows", "batching", "protoc
                          "protocols": {"type": "array", "items": {"enum": ["rest", "grpc"]}, "minItems": 1},
                          "profile": PROFILE, "repeat": _INT, "sla_p99_ms": _NUM, "runtime": _STR,
                          "model": _STR, "model_for": _OBJ, "api": _STR, "signature": _STR, "requests": _INT,
-                         "requests_file": _STR, "prometheus": {"type": ["string", "null"]},
+                         "requests_file": _STR, "cold_starts": _INT, "prometheus": {"type": ["string", "null"]},
                          "servers": _OBJ}}
 
 CELL = {"type": "object",
@@ -72,6 +72,7 @@ COMPARE = {"type": "object",
                           "search": {"type": "object", "additionalProperties": _OBJ},
                           "activity": _OBJ, "preflight": _OBJ, "interrupted": _OBJ, "failed": _OBJ,
                           "memory": {"type": "object", "additionalProperties": _OBJ},
+                          "cold_starts": {"type": "object", "additionalProperties": {"type": "array", "items": _OBJ}},
                           "soak": {"type": "object", "additionalProperties": SOAK}}}
 
 _MEAN_CI = {"type": "object", "required": ["mean", "ci_low", "ci_high"],

@@ -2,7 +2,8 @@
 
 * local runtime: the model servers' pid files (.state/local/tf<version>/modelserver.pid; a stale
   one, whose process has another start time, names nobody: `pidfile.read`)
-  and, for servers started by hand, the `--version_label=<v>` on their command line;
+  and, for servers started by hand, the `--version_label=<v>` on their command line (unless this stack's pid
+  file names a server of that version: another stack's server with the same label is not counted twice);
 * docker runtime: /proc/<pid>/cgroup gives the container id (cgroup v1 and v2
   forms), the docker API (read-only) gives its `tfsb.version` label or image tag;
 * Kubernetes: /proc/<pid>/cgroup gives the pod UID, the pod's `version` label says the rest
@@ -59,6 +60,7 @@ class Attributor:
                 pid = pidfile.read(pid_file, self.proc)  # None when stale: after pid reuse it is not ours
                 if pid is not None and self._cmdline(pid):
                     found[pid] = pid_file.parent.name[2:]
+        claimed = set(found.values())  # a version this stack runs is its pid file's process, and only that
         for entry in self.proc.iterdir() if self.proc.is_dir() else []:
             if not entry.name.isdigit() or int(entry.name) in found:
                 continue
@@ -66,6 +68,8 @@ class Attributor:
             if not args or not any(a == "modelserver" or a.endswith("tensorflow_model_server") for a in args[:4]):
                 continue
             label = next((a.split("=", 1)[1] for a in args if a.startswith("--version_label=")), "")
+            if label and label in claimed:
+                continue  # another stack's server of the same version (a second state dir, a test's): not ours
             version = label or self._container_version(self.container_of(int(entry.name))) or \
                 self._pod_version(int(entry.name))
             if version:

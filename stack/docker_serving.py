@@ -227,8 +227,10 @@ class DockerServing:
         self._wait_available(v, container, started)
         t_avail = time.perf_counter()
         first = first_predict_ms(server, request=first_request(server) if first_request else None)
+        peak = (self.resources(server) or {}).get("memory_peak_bytes")  # the cgroup's, where the engine reports it
         return {"to_available_s": t_avail - started, "first_request_ms": first,
-                "to_first_predict_s": time.perf_counter() - started, "container_create_s": created - t0}
+                "to_first_predict_s": time.perf_counter() - started, "container_create_s": created - t0,
+                "peak_rss_bytes": peak}
 
     def monitoring(self, sla_p99_ms: float) -> str:
         """The host's exporter and Prometheus (the local runtime's, same configs) scraping the

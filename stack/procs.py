@@ -103,6 +103,15 @@ def _reap(pid: int) -> None:
         pass
 
 
+def peak_rss(pid: int | None) -> int | None:
+    """A process' highest resident memory so far (the kernel's VmHWM), bytes; None when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError, TypeError):
+        return None
+
+
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     import socket
 

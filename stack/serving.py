@@ -180,7 +180,8 @@ class LocalServing:
             t_avail = time.perf_counter()
         first = first_predict_ms(server, request=first_request(server) if first_request else None)
         return {"to_available_s": t_avail - t0, "first_request_ms": first,
-                "to_first_predict_s": time.perf_counter() - t0}
+                "to_first_predict_s": time.perf_counter() - t0,
+                "peak_rss_bytes": procs.peak_rss(procs.read_pid(local.version_dir(v) / "modelserver.pid"))}
 
     def restart(self, server: Server, batching: bool = True, batching_file=None, model_path=None) -> None:
         """Restart one server in this mode (a sweep's next batching file, a hot update's model base)."""

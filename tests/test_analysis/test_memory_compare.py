@@ -38,7 +38,7 @@ def analysis(env, *args) -> tuple:
 
 
 def test_a_growing_model_is_called_growing_and_the_example_model_flat_in_the_same_run(env):
-    rep, md, _ = analysis(env, "calibrate", "--version", V, "--model-b", "growing")
+    rep, md, stdout = analysis(env, "calibrate", "--version", V, "--model-b", "growing", "--cold-starts", "2")
     mem = {r["version"]: r for r in rep["memory"]["rows"]}
     flat, grows = mem[V], mem[f"{V}-b"]
     assert flat["growth"]["verdict"] == "flat", flat
@@ -52,6 +52,18 @@ def test_a_growing_model_is_called_growing_and_the_example_model_flat_in_the_sam
                      rf"\[[\d.]+, [\d.]+\] \([\d,]+ MiB per hour at [\d,]+ req/s\), grows more than {re.escape(V)}",
                      first), first
     assert "| version | after load MiB | steady MiB | peak MiB | soak | growth | vs base |" in md
+    # COLD_STARTS=2: two fresh servers per version, alternating, each with its peak RSS, and verdicts on them
+    cold = {r["version"]: r for r in rep["cold_starts"]["rows"]}
+    assert set(cold) == {V, f"{V}-b"} and all(r["n"] == 2 for r in cold.values())
+    for r in cold.values():
+        assert 0 < r["to_available_s"]["mean"] < 120 and r["first_request_ms"]["mean"] > 0
+        assert 50 < r["peak_rss_mib"]["mean"] < 8192 and r["peak_rss_mib"]["ci_low"] is not None
+    assert {d["verdict"] for k in ("to_available_s", "first_request_ms", "peak_rss_mib")
+            for d in [cold[f"{V}-b"][f"{k}_vs_baseline"]]} <= {"less", "more", "no significant difference"}
+    assert rep["families"]["cold start"] == 3
+    assert "## Cold start (2 fresh servers per version, alternating)" in md
+    order = [ln.split()[2] for ln in stdout.splitlines() if ln.strip().startswith("cold start ")]
+    assert order == [V, f"{V}-b", f"{V}-b", V], order  # ABBA
 
 
 ALIAS_UP = """

@@ -76,6 +76,23 @@ def test_attribution_ignores_a_stale_pid_file(tmp_path):
     assert not pidfile.stale(state / "tf2.9" / "modelserver.pid", proc)
 
 
+def test_another_stacks_server_of_the_same_version_is_not_attributed(tmp_path):
+    """Two stacks on one machine (the user's demo and a test's, two state dirs): each server carries
+    --version_label=2.21; the exporter of one stack counted both, and a compare's RSS of 2.21 read twice its size."""
+    proc, state = tmp_path / "proc", tmp_path / "state"
+    for pid, cmd in ((400, ["python", "-m", "modelserver", "--version_label=2.21"]),   # this stack's (pid file)
+                     (600, ["python", "-m", "modelserver", "--version_label=2.21"]),   # another stack's
+                     (700, ["python", "-m", "modelserver", "--version_label=2.9"])):   # by hand: still counted
+        d = proc / str(pid)
+        d.mkdir(parents=True)
+        (d / "cmdline").write_bytes("\0".join(cmd).encode() + b"\0")
+        (d / "cgroup").write_text(CGROUP_HOST)
+        (d / "stat").write_text(_stat(pid, 111))
+    (state / "tf2.21").mkdir(parents=True)
+    (state / "tf2.21" / "modelserver.pid").write_text("400 111\n")
+    assert Attributor(state, proc, Docker()).model_servers() == {400: "2.21", 700: "2.9"}
+
+
 def test_sampler_keeps_the_peak_between_scrapes():
     cfg = {"devices": [{"name": "g", "uuid": "u", "used": 1000, "total": 10000, "reserved": None,
                         "processes": [[42, 500]]}]}

@@ -11,7 +11,8 @@ METHODS = [n for n, v in vars(Serving).items() if inspect.isfunction(v) and not 
 
 
 def test_the_contract_names_what_compare_calibrate_and_scenarios_use():
-    assert set(METHODS) == {"up", "cold_start", "restart", "resources", "monitoring", "model_dir", "ceiling_command"}
+    assert set(METHODS) == {"up", "cold_start", "restart", "resources", "monitoring", "model_dir", "ceiling_command",
+                            "server_path"}
 
 
 @pytest.mark.parametrize("cls", [LocalServing, DockerServing, ExternalServing])
@@ -30,3 +31,6 @@ def test_local_and_external_servings_are_servings_and_an_external_one_has_no_col
     assert external.cold_start(external.servers[0], None) is None and external.cpus is None
     with pytest.raises(ValueError, match="runs elsewhere"):
         external.restart(external.servers[0])
+    # a second model's base (the neighbour scenario): a local server reads this machine's paths, others do not
+    assert local.server_path(local.servers[0], "/tmp/x/../b") == "/tmp/b"
+    assert external.server_path(external.servers[0], "/tmp/b") is None
