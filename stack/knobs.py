@@ -4,6 +4,8 @@
     KNOBS="onednn=0,1"                 TF_ENABLE_ONEDNN_OPTS in the server's (and ceiling's) environment
     KNOBS="intra_op=1,2 inter_op=1"    TF Serving's --tensorflow_intra_op_parallelism / _inter_op_ flags
     KNOBS="load_threads=0,1"           TF Serving's --num_load_threads (0: loads on the request threads, serving#1866)
+    KNOBS="warmup=0,1"                 TF Serving's --enable_model_warmup: the model's warmup records replayed at load
+                                       (cold starts with and without them: COLD_STARTS=3 KNOBS="warmup=0,1")
     KNOBS="malloc=glibc,jemalloc"      the allocator: LD_PRELOAD of Debian's libjemalloc2 / libtcmalloc-minimal4
                                        (memory growth under load and across reloads depends on it: serving#1215)
 
@@ -26,12 +28,14 @@ KNOBS = {
     "malloc": ("", ("glibc", "jemalloc", "tcmalloc"), ("preload", "LD_PRELOAD")),
     # a server flag the in-process ceiling has no use for (it loads one model once)
     "load_threads": ("load", tuple(str(n) for n in range(17)), ("server_flag", "--num_load_threads")),
+    "warmup": ("warmup", ("0", "1"), ("server_flag", "--enable_model_warmup")),
 }
 # The allocators' libraries: Debian's paths on amd64, the host's and the images' `make images` builds alike
 # (stack/images.py installs both packages). glibc: nothing preloaded.
 LIB_DIR = Path("/usr/lib/x86_64-linux-gnu")
 PRELOAD = {"jemalloc": ("libjemalloc.so.2", "libjemalloc2"), "tcmalloc": ("libtcmalloc_minimal.so.4",
                                                                           "libtcmalloc-minimal4")}
+BOOL_FLAGS = {"warmup": {"0": "false", "1": "true"}}  # a boolean flag's spelling as TF Serving's parser takes it
 PORT_STEP = 2  # each variant's gRPC and REST ports: the version's, shifted by 2 per variant
 
 
@@ -91,7 +95,8 @@ def check_preload(settings: tuple, where: str = "this machine") -> None:
 
 def flags(settings: tuple) -> list:
     """The TF Serving flags a variant's server runs with."""
-    return [f"{KNOBS[k][2][1]}={v}" for k, v in settings if KNOBS[k][2][0] in ("flag", "server_flag")]
+    return [f"{KNOBS[k][2][1]}={BOOL_FLAGS.get(k, {}).get(v, v)}" for k, v in settings
+            if KNOBS[k][2][0] in ("flag", "server_flag")]
 
 
 def threads(settings: tuple) -> dict:

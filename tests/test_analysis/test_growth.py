@@ -1,5 +1,5 @@
-"""The memory verdicts' arithmetic (analysis/growth.py), the machine line (analysis/machine.py) and the allocator
-knob's settings (stack/knobs.py), on values whose answers are known."""
+"""The memory verdicts' arithmetic (analysis/growth.py), the machine line (analysis/machine.py) and the knobs issue 35
+added (stack/knobs.py: the allocator, --num_load_threads, --enable_model_warmup), on values whose answers are known."""
 import numpy as np
 import pytest
 
@@ -84,3 +84,15 @@ def test_the_allocator_knob_preloads_debians_libraries(tmp_path, monkeypatch):
     with pytest.raises(knobs.KnobError, match=r"malloc=jemalloc needs .*libjemalloc.so.2 .*apt-get install libjemalloc2"):
         knobs.check_preload(combos[1])
     knobs.check_preload(combos[0])  # glibc needs nothing
+
+
+def test_server_only_knobs_reach_the_server_and_never_the_ceiling():
+    """load_threads and warmup are TF Serving flags: the in-process ceiling (which takes TF's thread flags only)
+    must not get them, or its processes would refuse an unknown flag."""
+    combos = knobs.parse("load_threads=0,2 warmup=0,1")
+    assert [knobs.label(c) for c in combos] == ["load0-warmup0", "load0-warmup1", "load2-warmup0", "load2-warmup1"]
+    assert knobs.flags(combos[1]) == ["--num_load_threads=0", "--enable_model_warmup=true"]
+    assert knobs.flags(combos[2]) == ["--num_load_threads=2", "--enable_model_warmup=false"]
+    assert all(knobs.threads(c) == {} for c in combos)
+    assert knobs.flags(knobs.parse("intra_op=2")[0]) == ["--tensorflow_intra_op_parallelism=2"]
+    assert knobs.threads(knobs.parse("intra_op=2")[0]) == {"intra_op": 2}
