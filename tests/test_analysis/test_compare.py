@@ -100,7 +100,8 @@ def test_report_tables_stats_and_crosscheck(run):
     ops = [r for r in rep["optable"] if r.get("vs_baseline")]
     # Holm families: the headline (QPS, P99, TF runtime at each of 2 levels, and the ceiling), the diagnostics (the
     # breakdown's other 5 stages, the pinned ceiling) and the op table's op types, each corrected within itself
-    assert rep["families"] == {"headline": 3 * 2 + 1, "diagnostic": 5 * 2 + 1, "op table": len(ops)} and len(ops) >= 5
+    assert rep["families"] == {"headline": 3 * 2 + 1, "diagnostic": 5 * 2 + 1, "op table": len(ops),
+                                  "memory": 1, "cold start": 0} and len(ops) >= 5
     assert rep["tests"] == rep["families"]["headline"]
     assert {r["achieved_qps_vs_baseline"]["family"] for r in rep["rows"] if "achieved_qps_vs_baseline" in r} == {"headline"}
     assert {op["vs_baseline"]["family"] for op in ops} == {"op table"}

@@ -28,8 +28,9 @@ def env(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=e, capture_output=True, timeout=120)
 
 
-def analysis(env, *args) -> tuple:
-    out = subprocess.run([sys.executable, "-m", "analysis", *args, "--profile", env["_PROFILE"], "--runtime", "local",
+def analysis(env, *args, profile: str = "") -> tuple:
+    out = subprocess.run([sys.executable, "-m", "analysis", *args, "--profile", profile or env["_PROFILE"],
+                          "--runtime", "local",
                           "--rows", "1", "--protocol", "grpc", "--batching", "off"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -80,7 +81,9 @@ def test_the_allocator_is_a_knob_with_a_memory_verdict_per_allocator(env):
                         text=True, timeout=300)
     assert up.returncode == 0, up.stderr[-2000:]
     alias_pid = int((Path(env["TFSB_STATE"]) / "local" / f"tf{V}-b" / "modelserver.pid").read_text().split()[0])
-    rep, md, stdout = analysis(env, "compare", "--versions", V, "--knobs", "malloc=glibc,jemalloc")
+    short = Path(env["_PROFILE"]).with_name("short-soak.yaml")  # a verdict of any kind per allocator: 4-5 samples do
+    short.write_text(PROFILE.replace("soak_s: 12", "soak_s: 8"))
+    rep, md, stdout = analysis(env, "compare", "--versions", V, "--knobs", "malloc=glibc,jemalloc", profile=str(short))
     names = [f"{V}-glibc", f"{V}-jemalloc"]
     assert rep["config"]["versions"] == names
     maps = {}
