@@ -178,7 +178,9 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
     for batching in settings.batching:
         mine = [c for c in todo if c["batching"] == batching]
         ceiling_done = run["ceiling"] or not settings.profile.ceiling_windows
-        if not mine and ceiling_done and not _search_todo(run, settings, batching):
+        soak_todo = settings.profile.soak_s and batching == settings.batching[0] and \
+            set(by_name) - set(run.get("soak") or {})
+        if not mine and ceiling_done and not _search_todo(run, settings, batching) and not soak_todo:
             continue
         # The cold starts first: each (re)creates its server in this mode, so up() below starts only the
         # rest, and a container is not created twice (on the vfs driver each create copies the image).
