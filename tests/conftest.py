@@ -21,7 +21,10 @@ os.environ["RUNTIME"] = "local"
 # results and baselines directories, and its own port range. Every subprocess inherits these; a test that
 # starts a stack of its own still sets an offset of its own beside it. Set before any project import.
 ISOLATION = Path(tempfile.mkdtemp(prefix="tfsb-tests-"))
-SUITE_PORT_OFFSET = 33000  # 41560.., 42090, 42400, 42464: apart from the per-test offsets (22000 .. 31000)
+# 29560.., 30090, 30400, 30464: apart from the per-test offsets (9000 .. 19000), and every port of the suite below
+# 32768, outside Linux's ephemeral range (32768-60999): a long-lived client connection's local port (a Prometheus
+# scraping the user's stack) once held 38590 for seconds and three compares found their port "taken"
+SUITE_PORT_OFFSET = 21000
 os.environ.update(TFSB_STATE=str(ISOLATION / "state"), TFSB_RESULTS=str(ISOLATION / "results"),
                   TFSB_BASELINES=str(ISOLATION / "baselines"), TFSB_PORT_OFFSET=str(SUITE_PORT_OFFSET))
 

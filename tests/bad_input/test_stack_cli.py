@@ -212,9 +212,9 @@ def rest_port_taken(version: str, offset: int):
 
 def test_port_taken_by_another_process_is_one_line(tmp_path):
     v = load_registry().get("2.9")
-    with rest_port_taken("2.9", 26000):
-        proc = run(["stack", "up", "--versions", "2.9", "--runtime", "local"], tmp_path, TFSB_PORT_OFFSET="26000")
-    one_line_error(proc, f"port {v.ports.rest + 26000} (REST of TF Serving 2.9) is taken by another process")
+    with rest_port_taken("2.9", 14000):
+        proc = run(["stack", "up", "--versions", "2.9", "--runtime", "local"], tmp_path, TFSB_PORT_OFFSET="14000")
+    one_line_error(proc, f"port {v.ports.rest + 14000} (REST of TF Serving 2.9) is taken by another process")
 
 
 PROFILES = [
@@ -382,9 +382,9 @@ def test_a_baseline_is_only_made_from_a_complete_run(tmp_path):
 def test_a_compare_whose_server_cannot_start_is_saved_as_failed_and_reported(tmp_path):
     """Once it said `running` forever; now the run says why it stopped and how to resume it. Servers were being
     started: exit 3 (a server did not answer), never 2, which the README keeps for usage errors."""
-    with rest_port_taken("2.9", 26100):
+    with rest_port_taken("2.9", 14100):
         proc = run(["analysis", "compare", "--versions", "2.9", "--profile", "quick", "--repeat", "1",
-                    "--runtime", "local", "--run", "f1"], tmp_path, TFSB_PORT_OFFSET="26100")
+                    "--runtime", "local", "--run", "f1"], tmp_path, TFSB_PORT_OFFSET="14100")
     one_line_error(proc, "is taken by another process", code=3)
     assert "run f1 is saved as failed; `make compare ... RUN=f1` resumes it" in proc.stderr
     doc = json.loads((tmp_path / "results" / "f1" / "compare.json").read_text())
@@ -393,7 +393,7 @@ def test_a_compare_whose_server_cannot_start_is_saved_as_failed_and_reported(tmp
     rep = run(["analysis", "report", "--run", "f1"], tmp_path)
     assert rep.returncode == 0, rep.stderr
     assert "**Partial run**: 0 of 2 measurements finished (stopped by an error: port" in rep.stdout
-    run(["stack", "down"], tmp_path, TFSB_PORT_OFFSET="26100")
+    run(["stack", "down"], tmp_path, TFSB_PORT_OFFSET="14100")
 
 
 def test_doctor_exits_3_for_a_server_that_does_not_answer_and_1_for_a_page_that_differs(tmp_path, pages):

@@ -48,7 +48,7 @@ def test_loadgen_refuses_a_full_results_disk_before_sending(full_disk):
 def test_compare_refuses_a_full_results_disk_before_starting_anything(full_disk, tmp_path):
     state = tmp_path / "state"
     proc = run(["analysis", "compare", "--versions", "2.9", "--profile", "quick", "--runtime", "local"],
-               env={"TFSB_RESULTS": str(full_disk), "TFSB_STATE": str(state), "TFSB_PORT_OFFSET": "25000"})
+               env={"TFSB_RESULTS": str(full_disk), "TFSB_STATE": str(state), "TFSB_PORT_OFFSET": "13000"})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "cannot write results" in proc.stderr and "No space left on device" in proc.stderr
     assert not state.exists()  # no server was started

@@ -20,7 +20,7 @@ from stack.procs import alive
 from stack.targets import query
 
 ROOT = Path(__file__).resolve().parents[2]
-OFFSET = 24000
+OFFSET = 12000
 PROM = f"http://127.0.0.1:{9090 + OFFSET}"
 A, B = TEST_VERSIONS
 

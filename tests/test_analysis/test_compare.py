@@ -24,7 +24,7 @@ def analysis(env, *args, timeout=900):
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("compare")
-    e = dict(os.environ, TFSB_PORT_OFFSET="22000", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
+    e = dict(os.environ, TFSB_PORT_OFFSET="10000", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
              TFSB_BASELINES=str(tmp / "baselines"), PYTHONPATH=str(ROOT))
     yield e
     subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=e, capture_output=True, timeout=120)

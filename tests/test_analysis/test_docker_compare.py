@@ -24,7 +24,7 @@ PROFILE = ("concurrency: [4]\nwindow_s: 3\nwarmup_s: 1\nsearch_probes: 0\nceilin
 def denv(offline_images, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("docker-compare")
     (tmp / "p.yaml").write_text(PROFILE)
-    e = dict(os.environ, **offline_images["env"], COMPOSE_PROJECT_NAME="tfsbdockertest", TFSB_PORT_OFFSET="24000",
+    e = dict(os.environ, **offline_images["env"], COMPOSE_PROJECT_NAME="tfsbdockertest", TFSB_PORT_OFFSET="12000",
              TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"), PYTHONPATH=str(ROOT),
              PROFILE=str(tmp / "p.yaml"))
     e.pop("RUNTIME")  # auto
@@ -73,7 +73,7 @@ def test_compare_runs_on_containers_with_exact_reconciliation(denv, offline_imag
     from stack.registry import load_registry
     reg = load_registry()
     for v in TEST_VERSIONS:
-        port = reg.get(v).ports.rest + 24000
+        port = reg.get(v).ports.rest + 12000
         assert counters.read(f"http://127.0.0.1:{port}/monitoring/prometheus/metrics")["status_gets"] >= 1
     md = (d / "report.md").read_text()
     assert "## Memory and CPU per container (cgroup)" in md and "the pip build of its TensorFlow release" in md

@@ -28,7 +28,7 @@ def external(tmp_path_factory):
     profile.write_text("concurrency: [4]\nrates: []\nwindow_s: 3\nwarmup_s: 1\nsearch_probes: 0\n"
                        "ceiling_windows: 2\nceiling_pinned_windows: 0\nsoak_s: 0\nceiling_window_s: 0.5\n")
     env = dict(os.environ, TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"), PYTHONPATH=str(ROOT),
-               TFSB_PORT_OFFSET="23000")
+               TFSB_PORT_OFFSET="11000")
     targets = " ".join(f"{n}=grpc://127.0.0.1:{s.grpc},rest://127.0.0.1:{s.rest}" for s, n in zip(servers, names))
     out = subprocess.run([sys.executable, "-m", "analysis", "compare", "--targets", targets, "--prometheus",
                           f"http://127.0.0.1:{prom.port}", "--profile", str(profile), "--repeat", "2",

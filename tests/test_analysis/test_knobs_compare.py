@@ -21,7 +21,7 @@ PROFILE = ("concurrency: [4]\nwindow_s: 3\nwarmup_s: 1\nsearch_probes: 0\nceilin
 def knob_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("knobs")
     (tmp / "knobs.yaml").write_text(PROFILE)
-    env = dict(os.environ, TFSB_PORT_OFFSET="27500", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
+    env = dict(os.environ, TFSB_PORT_OFFSET="15500", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
                PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-m", "analysis", "compare", "--versions", "2.9", "--knobs", "onednn=0,1",
                           "--profile", str(tmp / "knobs.yaml"), "--runtime", "local"], cwd=ROOT, env=env,

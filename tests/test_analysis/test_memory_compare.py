@@ -22,7 +22,7 @@ V = TEST_VERSIONS[1]
 def env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("memory")
     (tmp / "memory.yaml").write_text(PROFILE)
-    e = dict(os.environ, TFSB_PORT_OFFSET="28000", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
+    e = dict(os.environ, TFSB_PORT_OFFSET="16000", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
              PYTHONPATH=str(ROOT), _PROFILE=str(tmp / "memory.yaml"))
     yield e
     subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=e, capture_output=True, timeout=120)

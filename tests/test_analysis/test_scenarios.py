@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("scenarios")
-    e = dict(os.environ, TFSB_PORT_OFFSET="29000", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
+    e = dict(os.environ, TFSB_PORT_OFFSET="17000", TFSB_STATE=str(tmp / "state"), TFSB_RESULTS=str(tmp / "results"),
              PYTHONPATH=str(ROOT))
     yield e
     subprocess.run([sys.executable, "-m", "stack", "down"], cwd=ROOT, env=e, capture_output=True, timeout=120)

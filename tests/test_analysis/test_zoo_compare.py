@@ -19,7 +19,7 @@ PROFILE = ("concurrency: [4]\nwindow_s: 2\nwarmup_s: 0.5\nsearch_probes: 0\nceil
 
 
 def test_a_tf_example_model_compared_through_classify_over_both_protocols(tmp_path):
-    env = dict(os.environ, TFSB_PORT_OFFSET="30000", TFSB_STATE=str(tmp_path / "state"),
+    env = dict(os.environ, TFSB_PORT_OFFSET="18000", TFSB_STATE=str(tmp_path / "state"),
                TFSB_RESULTS=str(tmp_path / "results"), PYTHONPATH=str(ROOT))
     profile = tmp_path / "zoo.yaml"
     profile.write_text(PROFILE)
@@ -64,7 +64,7 @@ def test_an_image_and_a_text_model_are_compared_with_no_option_but_the_model(tmp
                                                                              source, outputs):
     """The zoo's ResNet-50 through its image-bytes signature over REST (JPEGs decoded in the graph) and its BERT-style
     encoder over gRPC (int32 token ids): zero errors in every window and an outputs verdict per output."""
-    env = dict(os.environ, TFSB_PORT_OFFSET="30000", TFSB_STATE=str(tmp_path / "state"),
+    env = dict(os.environ, TFSB_PORT_OFFSET="18000", TFSB_STATE=str(tmp_path / "state"),
                TFSB_RESULTS=str(tmp_path / "results"), PYTHONPATH=str(ROOT))
     profile = tmp_path / "zoo.yaml"
     profile.write_text(PROFILE.replace("repeat: 2", "repeat: 1").replace("window_s: 2", "window_s: 1.5"))

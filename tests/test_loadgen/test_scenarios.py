@@ -104,11 +104,11 @@ def test_a_rate_without_a_mode_is_an_open_loop_and_metrics_follow_the_port_offse
         f = tmp_path / "rate.yaml"
         f.write_text(f"targets: ['rest://127.0.0.1:{srv.port}']\nload: {{rate: 50, duration: 1s, warmup: 0s, "
                      "min_requests: 10}\n")
-        monkeypatch.setenv("TFSB_PORT_OFFSET", "31000")  # restored after the test: the suite's own offset stays
+        monkeypatch.setenv("TFSB_PORT_OFFSET", "19000")  # restored after the test: the suite's own offset stays
         proc, summary = loadgen_summary(tmp_path, ["run", "--scenario", str(f)])
     assert proc.returncode == 0, proc.stderr
     assert summary["mode"] == "poisson" and 30 <= steady(summary)["sent"] <= 80  # 50/s, not a closed loop
-    assert summary["config"]["metrics_port"] == 9464 + 31000
+    assert summary["config"]["metrics_port"] == 9464 + 19000
 
 
 def test_results_go_to_tfsb_results_and_an_early_failure_leaves_no_empty_directory(tmp_path):

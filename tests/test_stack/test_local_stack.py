@@ -20,7 +20,7 @@ from stack.procs import alive
 from stack.targets import query
 
 ROOT = Path(__file__).resolve().parents[2]
-OFFSET = 21000
+OFFSET = 9000
 PROM = f"http://127.0.0.1:{9090 + OFFSET}"
 
 pytestmark = pytest.mark.integration
