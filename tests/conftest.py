@@ -22,8 +22,8 @@ os.environ["RUNTIME"] = "local"
 # starts a stack of its own still sets an offset of its own beside it. Set before any project import.
 ISOLATION = Path(tempfile.mkdtemp(prefix="tfsb-tests-"))
 # 29560.., 30090, 30400, 30464: apart from the per-test offsets (9000 .. 19000), and every port of the suite below
-# 32768, outside Linux's ephemeral range (32768-60999): a long-lived client connection's local port (a Prometheus
-# scraping the user's stack) once held 38590 for seconds and three compares found their port "taken"
+# 32768, outside Linux's ephemeral range (32768-60999), where client connections take their local ports: once
+# something held 38590 for seconds (likely such a connection) and three compares found their port "taken"
 SUITE_PORT_OFFSET = 21000
 os.environ.update(TFSB_STATE=str(ISOLATION / "state"), TFSB_RESULTS=str(ISOLATION / "results"),
                   TFSB_BASELINES=str(ISOLATION / "baselines"), TFSB_PORT_OFFSET=str(SUITE_PORT_OFFSET))
