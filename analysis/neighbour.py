@@ -79,20 +79,3 @@ def neighbour(serving, p: Profile, run_id: str, model_b, rate: float = 100.0, ph
         serving.restart(server, batching=True)  # starting burns CPU for seconds after it is AVAILABLE
     return {"rows": rows, "model_b": str(model_b)}
 
-
-def markdown(res: dict) -> list:
-    out = [f"Model A under a constant REST load; B ({res['model_b']}) loaded, reloaded and unloaded in the same "
-           "server, one step per phase. A's P99 against the phase before any step; B's step: seconds until done.", "",
-           "| version | phase | A's P99 ms | vs before | A's max ms | A's errors | B's step s |", "|---|---|---|---|---|---|---|"]
-    for r in res["rows"]:
-        for name in PHASES:
-            ph = r["phases"][name]
-            ratio = "" if name == "before" or ph.get("p99_ratio") is None else f"{ph['p99_ratio']:.2f}x"
-            out.append(f"| {r['version']} | {name} | {_f(ph['p99_ms'])} | {ratio} | {_f(ph['max_ms'])} | "
-                       f"{ph['errors']} | {_f(ph['b_s'])} |")
-    out += [f"- {r['version']}: B's steps failed: {r['error']}" for r in res["rows"] if r.get("error")]
-    return out
-
-
-def _f(x, digits: int = 2) -> str:
-    return "n/a" if x is None else f"{x:,.{digits}f}"

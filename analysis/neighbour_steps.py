@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 
 from loadgen.tfproto import ReloadConfigRequest, ReloadConfigResponse  # tensorflow-serving-api's import TensorFlow
-from stack.serving import model_states
+from stack.serving import wait_states
 
 RELOAD = "/tensorflow.serving.ModelService/HandleReloadConfigRequest"
 
@@ -32,13 +32,8 @@ def reload_config(server, models: dict, timeout_s: float = 300) -> None:
 
 
 def _wait(server, model: str, done, t0: float, timeout_s: float) -> float | None:
-    """Seconds from t0 until the model's states satisfy done (None: not within timeout_s)."""
-    one = dataclasses.replace(server, model=model)
-    while time.monotonic() - t0 < timeout_s:
-        if done(model_states(one)):
-            return time.monotonic() - t0
-        time.sleep(0.05)
-    return None
+    """Seconds from t0 until the states of the server's model `model` satisfy done (None: not within timeout_s)."""
+    return wait_states(dataclasses.replace(server, model=model), done, t0, timeout_s)
 
 
 def run(server, bases: dict, name_b: str, phase_s: float, go, results) -> None:

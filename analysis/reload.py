@@ -19,7 +19,7 @@ from analysis.compare import scenario as cell_scenario, wait_scraped
 from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure
 from stack.promconfig import SCRAPE_INTERVAL_S
-from stack.serving import model_states
+from stack.serving import wait_states
 
 FLOOR_MIB = 1.0  # per cycle: the example model's weights are 0.4 MiB, a ResNet-50's about 100
 MIN_CYCLE_S = 2 * SCRAPE_INTERVAL_S + 1.0  # a switch (poll every second) and a scrape after it
@@ -44,13 +44,9 @@ def _cycles(server, base, cycles: int, cycle_s: float, start_in: float, prom: st
     for i in range(1, cycles + 1):
         t0 = time.monotonic()
         _drop(base, i + 1)
-        switched = None
-        while time.monotonic() - t0 < cycle_s - SCRAPE_INTERVAL_S - 0.5:
-            states = model_states(server)
-            if states.get(str(i + 1)) == "AVAILABLE" and states.get(str(i)) in ("END", None):
-                switched = time.monotonic() - t0
-                break
-            time.sleep(0.05)
+        new, old = str(i + 1), str(i)
+        switched = wait_states(server, lambda st: st.get(new) == "AVAILABLE" and st.get(old) in ("END", None), t0,
+                               cycle_s - SCRAPE_INTERVAL_S - 0.5)
         time.sleep(max(0.0, SCRAPE_INTERVAL_S + 0.5 - (time.monotonic() - t0 - (switched or 0))))
         out.append({"cycle": i, "switch_s": switched, "rss_bytes": memory.rss_now(server.name, prom)})
         time.sleep(max(0.0, t0 + cycle_s - time.monotonic()))
@@ -102,27 +98,3 @@ def reload_cycles(serving, p: Profile, run_id: str, cycles: int = 5, rate: float
 def _mib(b) -> str:
     return "n/a" if b is None else f"{b / 2**20:,.1f} MiB"
 
-
-def markdown(res: dict) -> list:
-    out = [f"{res['cycles']} reloads per version under a constant REST load: a new version directory written into "
-           "the model base each cycle, the old version unloaded. RSS after each cycle (the exporter's); growth per "
-           f"cycle: least-squares slope over the cycles with its 95% interval, \"grows\" above {res['floor_mib']:g} "
-           "MiB per cycle, \"flat\" within ±that.", "",
-           "| version | cycle | time to switch s | errors | P99 ms (before: first row) | max ms | RSS MiB |",
-           "|---|---|---|---|---|---|---|"]
-    for r in res["rows"]:
-        out.append(f"| {r['version']} | before | | | {_f(r['p99_before_ms'])} | | {_f(r['rss_before_mib'], 1)} |")
-        for c in r["cycles"]:
-            rss = None if c.get("rss_bytes") is None else c["rss_bytes"] / 2**20
-            out.append(f"| {r['version']} | {c['cycle']} | {_f(c.get('switch_s'))} | {c['errors']} | "
-                       f"{_f(c['p99_ms'])} | {_f(c['max_ms'])} | {_f(rss, 1)} |")
-    out += ["", "| version | growth per cycle | verdict | errors |", "|---|---|---|---|"]
-    for r in res["rows"]:
-        g = r["growth_per_cycle"]
-        fig = "n/a" if not g else f"{g['slope']:+.2f} MiB [{g['ci_low']:+.2f}, {g['ci_high']:+.2f}]"
-        out.append(f"| {r['version']} | {fig} | {g['verdict'] if g else 'not measured'} | {r['errors']} |")
-    return out
-
-
-def _f(x, digits: int = 2) -> str:
-    return "n/a" if x is None else f"{x:,.{digits}f}"

@@ -13,6 +13,11 @@ def _f(x, digits=1) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
+def _num(x, digits: int = 2) -> str:
+    """The reload and neighbour tables' figures: thousands separated."""
+    return "n/a" if x is None else f"{x:,.{digits}f}"
+
+
 def _side_by_side(rows: list, a: str, b: str, la: str, lb: str) -> list:
     out = [f"| version | concurrency | QPS {la} | QPS {lb} | {lb}/{la} | P99 ms {la} | P99 ms {lb} | errors |",
            "|---|---|---|---|---|---|---|---|"]
@@ -45,11 +50,9 @@ def markdown(name: str, res: dict) -> str:
                 f"max_batch_size {b['max_batch_size']}, batch_timeout_micros {b['batch_timeout_micros']}, "
                 f"num_batch_threads {b['num_batch_threads']}: {b['qps']:.0f} req/s at P99 {b['p99_ms']:.2f} ms")]
     elif name == "reload":
-        from analysis.reload import markdown as reload_markdown
-        out += reload_markdown(res)
+        out += _reload(res)
     elif name == "neighbour":
-        from analysis.neighbour import markdown as neighbour_markdown
-        out += neighbour_markdown(res)
+        out += _neighbour(res)
     else:  # hot-update
         out += ["| version | rate | time to switch s | errors | P99 ms before | during | after | max ms during |",
                 "|---|---|---|---|---|---|---|---|"]
@@ -59,6 +62,42 @@ def markdown(name: str, res: dict) -> str:
                        f"{_f(p['before'], 2)} | {_f(p['during'], 2)} | {_f(p['after'], 2)} | "
                        f"{_f(r['max_ms_during'], 2)} |")
     return "\n".join(out) + "\n"
+
+
+def _reload(res: dict) -> list:
+    out = [f"{res['cycles']} reloads per version under a constant REST load: a new version directory written into "
+           "the model base each cycle, the old version unloaded. RSS after each cycle (the exporter's); growth per "
+           f"cycle: least-squares slope over the cycles with its 95% interval, \"grows\" above {res['floor_mib']:g} "
+           "MiB per cycle, \"flat\" within ±that.", "",
+           "| version | cycle | time to switch s | errors | P99 ms (before: first row) | max ms | RSS MiB |",
+           "|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        out.append(f"| {r['version']} | before | | | {_num(r['p99_before_ms'])} | | {_num(r['rss_before_mib'], 1)} |")
+        for c in r["cycles"]:
+            rss = None if c.get("rss_bytes") is None else c["rss_bytes"] / 2**20
+            out.append(f"| {r['version']} | {c['cycle']} | {_num(c.get('switch_s'))} | {c['errors']} | "
+                       f"{_num(c['p99_ms'])} | {_num(c['max_ms'])} | {_num(rss, 1)} |")
+    out += ["", "| version | growth per cycle | verdict | errors |", "|---|---|---|---|"]
+    for r in res["rows"]:
+        g = r["growth_per_cycle"]
+        fig = "n/a" if not g else f"{g['slope']:+.2f} MiB [{g['ci_low']:+.2f}, {g['ci_high']:+.2f}]"
+        out.append(f"| {r['version']} | {fig} | {g['verdict'] if g else 'not measured'} | {r['errors']} |")
+    return out
+
+
+def _neighbour(res: dict) -> list:
+    out = [f"Model A under a constant REST load; B ({res['model_b']}) loaded, reloaded and unloaded in the same "
+           "server, one step per phase. A's P99 against the phase before any step; B's step: seconds until done.", "",
+           "| version | phase | A's P99 ms | vs before | A's max ms | A's errors | B's step s |",
+           "|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        for name in r["phases"]:
+            ph = r["phases"][name]
+            ratio = "" if name == "before" or ph.get("p99_ratio") is None else f"{ph['p99_ratio']:.2f}x"
+            out.append(f"| {r['version']} | {name} | {_num(ph['p99_ms'])} | {ratio} | {_num(ph['max_ms'])} | "
+                       f"{ph['errors']} | {_num(ph['b_s'])} |")
+    out += [f"- {r['version']}: B's steps failed: {r['error']}" for r in res["rows"] if r.get("error")]
+    return out
 
 
 def run(name: str, serving, profile, repeat: int, opts: dict, runtime: str, log=print) -> dict:

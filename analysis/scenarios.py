@@ -23,7 +23,7 @@ from analysis.compare import Edges, scenario as cell_scenario
 from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure
 from fileio.atomic import write_atomic
-from stack.serving import model_states
+from stack.serving import wait_states
 
 BATCHING = ("max_batch_size {{ value: {b} }}\nbatch_timeout_micros {{ value: {t} }}\n"
             "num_batch_threads {{ value: {k} }}\nmax_enqueued_batches {{ value: 1000 }}\n")
@@ -135,12 +135,8 @@ def hot_update(serving, p: Profile, run_id: str, rate: float = 100.0, phase_s: f
             dropped = time.monotonic()
             shutil.copytree(base / "1", base / ".incoming")
             (base / ".incoming").rename(base / "2")  # atomic: the poller never sees half a version
-            while time.monotonic() - dropped < 2 * phase_s:
-                states = model_states(server)
-                if states.get("2") == "AVAILABLE" and states.get("1") in ("END", None):
-                    result["switched"] = time.monotonic() - dropped
-                    return
-                time.sleep(0.05)
+            result["switched"] = wait_states(
+                server, lambda st: st.get("2") == "AVAILABLE" and st.get("1") in ("END", None), dropped, 2 * phase_s)
         dropper = threading.Thread(target=drop_new_version)
         dropper.start()
         summary = measure(s, payloads)

@@ -127,6 +127,16 @@ def model_states(server: Server, timeout: float = 1.0) -> dict:
         return {}
 
 
+def wait_states(server: Server, done, t0: float, timeout_s: float) -> float | None:
+    """Seconds from t0 (time.monotonic) until the model's {version: state} satisfies done(states), polled every
+    50 ms; None when it did not within timeout_s of t0 (a reload's switch, a neighbour's load)."""
+    while time.monotonic() - t0 < timeout_s:
+        if done(model_states(server)):
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    return None
+
+
 def newest_state(server: Server) -> str | None:
     """The state of the server's newest model version (AVAILABLE once it serves), None if it does not answer."""
     states = model_states(server)
