@@ -96,8 +96,11 @@ class Servable:
         return sig
 
     def validate(self, sig: Signature, inputs: dict) -> int:
-        """Check names and dtypes (shapes are the graph's business); return the batch size
-        (the common dim 0 of every input, for the batcher), or -1 when there is none."""
+        """Check names, dtypes, ranks and fixed dims against the signature before TensorFlow sees the
+        request; return the batch size (the common dim 0 of every input, for the batcher), or -1 when
+        there is none. TF Serving leaves shapes to the graph, where a kernel's CHECK can abort the whole
+        server (TF 2.9's Conv2D on a rank-2 input: tensor_format.h:427); one malformed request must
+        never take down a server under measurement (docs/parity.md)."""
         missing = set(sig.inputs) - set(inputs)
         extra = set(inputs) - set(sig.inputs)
         if missing or extra:
@@ -111,6 +114,7 @@ class Servable:
             if arr.dtype != spec.np_dtype:
                 raise invalid(f"Expects arg[{list(sig.inputs).index(k)}] ({k}) to be "
                               f"{tensors.dtype_name(spec.dtype)[3:].lower()} but {arr.dtype} is provided")
+            tensors.check_shape(k, arr, spec.shape)
             rows.add(arr.shape[0] if arr.ndim else -1)
         return rows.pop() if len(rows) == 1 else -1
 

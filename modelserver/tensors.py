@@ -45,8 +45,9 @@ def check_shape(name: str, arr: np.ndarray, shape: list[int] | None) -> None:
     if shape is None:
         return
     if arr.ndim != len(shape) or any(d >= 0 and d != a for d, a in zip(shape, arr.shape)):
-        want = "[" + ",".join(str(d) for d in shape) + "]"
-        raise invalid(f"input {name!r} has shape {list(arr.shape)}, the signature expects {want}")
+        def dims(ds) -> str:
+            return "[" + ",".join(str(d) for d in ds) + "]"
+        raise invalid(f"input {name!r} has shape {dims(arr.shape)}, the signature expects {dims(shape)} (-1: any size)")
 
 
 # ---- JSON ------------------------------------------------------------------

@@ -32,8 +32,9 @@ BAD = [
     ("neither format", "/v1/models/my_model:predict", b'{"foo": 1}', 400, "instances"),
     ("both formats", "/v1/models/my_model:predict", b'{"instances": [[1]], "inputs": [[1]]}', 400, "exactly one"),
     ("empty instances", "/v1/models/my_model:predict", b'{"instances": []}', 400, "non-empty"),
+    # checked before TensorFlow runs (TF Serving leaves it to the graph: docs/parity.md)
     ("wrong shape", "/v1/models/my_model:predict", b'{"instances": [[1.0, 2.0]]}', 400,
-     "Matrix size-incompatible"),  # TensorFlow's own error: the graph decides, as in TF Serving
+     "has shape [1,2], the signature expects [-1,784]"),
     ("wrong dtype", "/v1/models/my_model:predict", b'{"instances": [["a", "b"]]}', 400, "float32"),
     ("ragged rows", "/v1/models/my_model:predict", b'{"instances": [[1.0], [1.0, 2.0]]}', 400, "ragged"),
     ("unknown input", "/v1/models/my_model:predict", b'{"inputs": {"y": [[1.0]]}}', 400, "unknown"),
