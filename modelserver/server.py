@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from fileio.atomic import write_atomic
@@ -15,6 +16,28 @@ from modelserver.flags import parse_flags
 from modelserver.manager import ModelManager, ModelPathError, ModelSpec, check_base_path
 
 log = logging.getLogger("modelserver")
+# A SIGTERM ends the process within this bound whatever is running: the graceful steps (gRPC grace 2 s, REST
+# shutdown 2 s) take about 3 s under load (tests/bad_input/test_shutdown.py), but a TF call or a model load in
+# a pool thread is joined at exit and has no bound of its own. A second SIGTERM/SIGINT exits at once.
+SHUTDOWN_GRACE_S = 10.0
+
+
+def _exit_now(why: str, code: int) -> None:
+    log.error("%s; exiting without finishing the shutdown", why)
+    logging.shutdown()
+    os._exit(code)
+
+
+def stop_on_signals(loop, stopping: asyncio.Event) -> None:
+    def on_signal(signum: int) -> None:
+        if stopping.is_set():
+            _exit_now(f"{signal.Signals(signum).name} again", 128 + signum)
+        stopping.set()
+        timer = threading.Timer(SHUTDOWN_GRACE_S, _exit_now, (f"shutdown took over {SHUTDOWN_GRACE_S:g} s", 1))
+        timer.daemon = True  # still runs while the interpreter joins pool threads at exit
+        timer.start()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
 
 
 class StartupError(Exception):
@@ -83,8 +106,7 @@ async def serve(args) -> None:
 
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stopping.set)
+    stop_on_signals(loop, stopping)
 
     grpc_server = site = None
     addresses = ([f"{args.listen_address}:{args.port}"] if args.port else []) + \
