@@ -15,9 +15,10 @@ from __future__ import annotations
 import bisect
 import math
 import time
-import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from fileio import http
 
 P = ":tensorflow:serving:"
 # family -> what the breakdown calls it; each is a histogram in microseconds
@@ -90,8 +91,7 @@ def parse(text: str) -> dict:
 
 def read(url: str, timeout: float = 5.0) -> dict:
     """One reading of the server's metrics endpoint, stamped with the time it was taken."""
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        text = r.read().decode()
+    text = http.get(url, timeout_s=timeout).decode(errors="replace")
     return {**parse(text), "at": time.time()}
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import urllib.error
-import urllib.request
 
 import numpy as np
 
 from analysis.plan import Settings
+from fileio import http
 from loadgen import payload as payload_mod
 from loadgen.app import build_payloads
 from loadgen.scenario import Load, Payload, Scenario, Target
@@ -52,15 +51,13 @@ def _arrays(answer: dict) -> dict:
 
 
 def _post(url: str, body: bytes) -> dict:
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read(MAX_ANSWER_BYTES))
-    except urllib.error.HTTPError as e:
-        raise OutputError(f"{url} answered HTTP {e.code}: {' '.join(e.read(300).decode(errors='replace').split())}") \
-            from None
+        return json.loads(http.get(url, data=body, headers={"Content-Type": "application/json"}, timeout_s=30,
+                                   max_bytes=MAX_ANSWER_BYTES))
+    except http.HTTPStatusError as e:
+        raise OutputError(str(e)) from None
     except (OSError, ValueError) as e:
-        raise OutputError(f"{url} did not answer the outputs check: {getattr(e, 'reason', e)}") from None
+        raise OutputError(f"{url} did not answer the outputs check: {e}") from None
 
 
 def collect(serving, settings: Settings, model_payload, log=print) -> dict:

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 import math
 import urllib.parse
-import urllib.request
 
+from fileio import http
 from stack import ports
 
 
@@ -15,8 +15,7 @@ def prometheus_url() -> str:
 
 def instant(expr: str, at: float, url: str | None = None) -> list:
     q = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
-    with urllib.request.urlopen(f"{url or prometheus_url()}/api/v1/query?{q}", timeout=15) as r:
-        body = json.load(r)
+    body = json.loads(http.get(f"{url or prometheus_url()}/api/v1/query?{q}", timeout_s=15))
     if body.get("status") != "success":
         raise ValueError(f"Prometheus rejected {expr!r}: {body.get('error')}")
     return body["data"]["result"]
@@ -32,8 +31,7 @@ def scalar(expr: str, at: float, url: str | None = None) -> float | None:
 
 def series_range(expr: str, start: float, end: float, step: float = 5, url: str | None = None) -> list:
     q = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
-    with urllib.request.urlopen(f"{url or prometheus_url()}/api/v1/query_range?{q}", timeout=30) as r:
-        body = json.load(r)
+    body = json.loads(http.get(f"{url or prometheus_url()}/api/v1/query_range?{q}", timeout_s=30))
     if body.get("status") != "success":
         raise ValueError(f"Prometheus rejected {expr!r}: {body.get('error')}")
     return body["data"]["result"]

@@ -8,12 +8,11 @@ sends these bytes.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 
 import numpy as np
 import orjson
 
+from fileio import http
 from loadgen import tfproto
 from loadgen.scenario import ScenarioError, Target
 
@@ -44,12 +43,11 @@ def fetch_signatures(t: Target, timeout: float = 10.0) -> dict:
     if t.protocol == "rest":
         url = f"http://{t.host}:{t.port}{_model_path(t)}/metadata"
         try:
-            with urllib.request.urlopen(url, timeout=timeout) as r:
-                meta = json.loads(r.read(MAX_METADATA_BYTES + 1)[:MAX_METADATA_BYTES])
-        except urllib.error.HTTPError as e:
-            raise TargetError(f"{t.name}: {url} answered {e.code}: {e.read(200).decode(errors='replace')}") from None
+            meta = json.loads(http.get(url, timeout_s=timeout, max_bytes=MAX_METADATA_BYTES))
+        except http.HTTPStatusError as e:
+            raise TargetError(f"{t.name}: {url} answered {e.code}: {e.said}") from None
         except (OSError, ValueError) as e:
-            raise Unreachable(f"{t.name}: cannot reach {url}: {getattr(e, 'reason', e)}") from None
+            raise Unreachable(f"{t.name}: cannot reach {url}: {e}") from None
         sigs = meta.get("metadata", {}).get("signature_def", {}).get("signature_def", {})
         return {name: {"method": sig.get("method_name", ""),
                        "inputs": {k: (v.get("dtype", "DT_INVALID"),

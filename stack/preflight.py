@@ -10,10 +10,9 @@ families TF Serving creates on first use exist).
 """
 from __future__ import annotations
 
-import urllib.request
-
 from prometheus_client.parser import text_string_to_metric_families
 
+from fileio import http
 from modelserver.metrics import HISTOGRAM_BATCH_SIZE_FROM, tf_release
 
 P = ":tensorflow:serving:"
@@ -74,9 +73,8 @@ def _batch_size(fam, batching, rel) -> list:
 
 
 def read_page(server, timeout: float = 5.0) -> str:
-    """The server's metrics page; OSError where it does not answer."""
-    with urllib.request.urlopen(server.metrics_url, timeout=timeout) as r:
-        return r.read().decode()
+    """The server's metrics page, bounded in bytes and time; OSError where it does not answer whole."""
+    return http.get(server.metrics_url, timeout_s=timeout).decode(errors="replace")
 
 
 def unanswered(server, e: OSError) -> str:
@@ -94,4 +92,9 @@ def check(server, batching: bool | None, timeout: float = 5.0) -> list:
 
 
 def check_text(server, text: str, batching: bool | None) -> list:
-    return [f"{server.name}: {line}" for line in check_page(text, batching, server.tensorflow)]
+    try:
+        lines = check_page(text, batching, server.tensorflow)
+    except ValueError as e:  # prometheus_client's parser on a page that is not its text format
+        lines = [f"its metrics page {server.metrics_url} is not Prometheus' text format ({e}): nothing server-side "
+                 "can be read from it"]
+    return [f"{server.name}: {line}" for line in lines]

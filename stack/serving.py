@@ -14,15 +14,13 @@ LocalServing (processes), DockerServing (stack/docker_serving.py: containers), E
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import json
 import re
 import time
 import typing
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from fileio import http
 from stack import ports
 
 
@@ -98,16 +96,13 @@ def first_predict_ms(server: Server, timeout: float = 30, request: tuple | None 
     Refused, with the server's own words."""
     suffix, body = request or (":predict", json.dumps({"instances": [[0.5] * 784]}).encode())
     url = f"http://{server.host}:{server.rest}/v1/models/{server.model}{suffix}"
-    req = urllib.request.Request(url, data=body, headers={"Content-Type": "application/json"})
     t0 = time.perf_counter()
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            r.read()
-    except urllib.error.HTTPError as e:
-        said = " ".join(e.read(300).decode(errors="replace").split())
-        raise Refused(f"{server.name} answered its first request ({url}) with HTTP {e.code}: {said}") from None
-    except (OSError, http.client.HTTPException) as e:
-        raise Refused(f"{server.name} did not answer its first request ({url}): {getattr(e, 'reason', e)}") from None
+        http.get(url, data=body, headers={"Content-Type": "application/json"}, timeout_s=timeout)
+    except http.HTTPStatusError as e:
+        raise Refused(f"{server.name} answered its first request ({url}) with HTTP {e.code}: {e.said}") from None
+    except OSError as e:
+        raise Refused(f"{server.name} did not answer its first request ({url}): {e}") from None
     return (time.perf_counter() - t0) * 1000
 
 
@@ -120,9 +115,8 @@ def newest_version_dir(base: Path) -> Path:
 def model_states(server: Server, timeout: float = 1.0) -> dict:
     """{version: state} the server reports for its model ({} when it does not answer)."""
     try:
-        with urllib.request.urlopen(f"http://{_url_host(server.host)}:{server.rest}/v1/models/{server.model}",
-                                    timeout=timeout) as r:
-            return {s["version"]: s["state"] for s in json.load(r)["model_version_status"]}
+        answer = http.get(f"http://{_url_host(server.host)}:{server.rest}/v1/models/{server.model}", timeout_s=timeout)
+        return {s["version"]: s["state"] for s in json.loads(answer)["model_version_status"]}
     except (OSError, ValueError, KeyError, TypeError):
         return {}
 

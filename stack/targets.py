@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import json
 import urllib.parse
-import urllib.request
+
+from fileio import http
 
 
 def query(prometheus_url: str, expr: str, timeout: float = 5.0) -> list:
     url = f"{prometheus_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        body = json.load(r)
+    body = json.loads(http.get(url, timeout_s=timeout))
     if body.get("status") != "success":
         raise RuntimeError(f"Prometheus rejected {expr!r}: {body.get('error')}")
     return body["data"]["result"]
