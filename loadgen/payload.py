@@ -8,6 +8,7 @@ sends these bytes.
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import orjson
@@ -120,26 +121,66 @@ def make_inputs(signature: dict, batch_size: int, seed: int, file: str = "") -> 
     return out
 
 
+MAX_PAYLOAD_FILE_BYTES = 256 * 2**20  # one request's payload; a request set's files have their own bounds
+
+
 def _inputs_from_file(path: str, signature: dict) -> dict:
+    """{input name: ndarray} from a .npy (single-input signatures) or a .json file (a REST body, a list of rows, or
+    {input: values}), each checked against the signature's names, dtypes, ranks and fixed dims before anything is
+    sent: a file that does not fit is one line naming the file and the input (ScenarioError, exit 2)."""
     try:
+        if os.path.getsize(path) > MAX_PAYLOAD_FILE_BYTES:
+            raise ScenarioError(f"payload file {path} is larger than {MAX_PAYLOAD_FILE_BYTES >> 20} MiB")
         if path.endswith(".npy"):
-            arr = np.load(path, allow_pickle=False)
-            data = {next(iter(signature)): arr} if len(signature) == 1 else None
-            if data is None:
-                raise ScenarioError(f"{path}: a .npy file feeds a single-input signature only")
-            return data
-        with open(path, "rb") as f:
-            raw = orjson.loads(f.read())
-    except (OSError, ValueError) as e:
-        raise ScenarioError(f"cannot read payload file {path}: {e}") from None
-    if isinstance(raw, dict) and "instances" in raw:
-        raw = raw["instances"]
-    elif isinstance(raw, dict) and "inputs" in raw:
-        raw = raw["inputs"]
-    if isinstance(raw, dict):
-        return {k: np.asarray(v, dtype=DTYPES.get(signature.get(k, ("DT_FLOAT",))[0], np.float32)) for k, v in raw.items()}
-    name = next(iter(signature))
-    return {name: np.asarray(raw, dtype=DTYPES.get(signature[name][0], np.float32))}
+            if len(signature) != 1:
+                raise ScenarioError(f"{path}: a .npy file feeds a single-input signature only "
+                                    f"(this one takes {', '.join(sorted(signature))})")
+            raw = {next(iter(signature)): np.load(path, allow_pickle=False)}
+        else:
+            with open(path, "rb") as f:
+                raw = orjson.loads(f.read())
+    except ScenarioError:
+        raise
+    except (OSError, ValueError, EOFError) as e:  # EOFError: an empty .npy
+        raise ScenarioError(f"cannot read payload file {path}: {e or type(e).__name__}") from None
+    if isinstance(raw, dict) and ("instances" in raw or "inputs" in raw):
+        raw = raw.get("instances", raw.get("inputs"))
+        if isinstance(raw, list) and raw and all(isinstance(r, dict) for r in raw):  # row format, named inputs
+            raw = {k: [r.get(k) for r in raw] for k in raw[0]}
+    if not isinstance(raw, dict):
+        raw = {next(iter(signature)): raw}
+    missing = sorted(set(signature) - set(raw))
+    if missing:
+        raise ScenarioError(f"{path}: input {missing[0]!r} of the signature is missing")
+    return {name: _checked_array(path, name, value, signature) for name, value in raw.items()}
+
+
+def _checked_array(path: str, name: str, value, signature: dict) -> np.ndarray:
+    if name not in signature:
+        raise ScenarioError(f"{path}: input {name!r} is not in the signature (it takes {', '.join(sorted(signature))})")
+    dtype, dims = signature[name]
+    want = DTYPES.get(dtype)
+    if want is None:
+        raise ScenarioError(f"{path}: input {name!r} is {dtype}, which the load generator cannot send")
+    try:
+        arr = value if isinstance(value, np.ndarray) else np.array(value)
+    except ValueError:  # numpy >= 1.24 on rows of different lengths
+        raise ScenarioError(f"{path}: input {name!r} is ragged (rows of different lengths)") from None
+    if arr.dtype == object and want is not object:
+        raise ScenarioError(f"{path}: input {name!r} is ragged or mixes types; the signature takes {dtype}")
+    if want is object:
+        if arr.dtype.kind not in "USO":
+            raise ScenarioError(f"{path}: input {name!r} holds {arr.dtype} values, the signature takes {dtype}")
+        arr = np.vectorize(lambda v: v if isinstance(v, bytes) else str(v).encode(), otypes=[object])(arr)
+    else:
+        kinds = "b" if want is np.bool_ else "biu" if np.issubdtype(want, np.integer) else "biuf"
+        if arr.dtype.kind not in kinds:
+            raise ScenarioError(f"{path}: input {name!r} holds {arr.dtype} values, the signature takes {dtype}")
+        arr = arr.astype(want)
+    if dims and (arr.ndim != len(dims) or any(d >= 0 and d != a for d, a in zip(dims, arr.shape))):
+        raise ScenarioError(f"{path}: input {name!r} has shape {list(arr.shape)}, the signature expects "
+                            f"{dims} (-1: any size)")
+    return arr
 
 
 def _json_value(arr: np.ndarray):
