@@ -58,7 +58,9 @@ exec tensorflow_model_server --port=8500 --rest_api_port=8501 --model_name="${MO
 
 
 OFFLINE_PREFIX = "tfsb-offline/"  # the images built here (the official ones lack the allocators to preload)
-PACKAGES = "python3,libjemalloc2,libtcmalloc-minimal4"  # KNOBS malloc= preloads these (stack/knobs.py)
+# KNOBS malloc= preloads the allocators (stack/knobs.py); TF 2.12's lite/python/convert.py imports distutils.spawn,
+# which Debian ships apart from python3 (without it the 2.12 container exited at once)
+PACKAGES = "python3,python3-distutils,libjemalloc2,libtcmalloc-minimal4"
 
 
 class ImageError(RuntimeError):
@@ -124,7 +126,9 @@ def _build(ref: str, parts: list, pins: list, no_deps: list, extra, log, salt: s
         rootfs.mkdir()
         _run_image(["tar", "-C", str(rootfs), "-xf", str(tarball)], "unpacking the rootfs")
         log(f"images: installing {len(pins)} package(s) into {tag}")
-        target = ["--target", f"{rootfs}{SITE}", "--python-version", python,
+        # --python: an interpreter of the image's minor, so a package without a wheel (TF 2.6's wrapt 1.12.1) is
+        # built for it, not for the host's default Python
+        target = ["--target", f"{rootfs}{SITE}", "--python", find_python(python),
                   "--python-platform", "x86_64-manylinux_2_28"]
         _run_image([uv, "pip", "install", "-q", *target, *pins], "uv pip install into the image")
         if no_deps:
