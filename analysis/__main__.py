@@ -386,9 +386,18 @@ def main(argv=None) -> int:
                     help='each combination a server of its own, as in compare (e.g. "malloc=glibc,jemalloc")')
     a = p.parse_args(argv)
     stopping.install()
+    commands = {"compare": cmd_compare, "calibrate": cmd_calibrate, "report": cmd_report, "bisect": cmd_bisect,
+                "query": cmd_query, "baseline": cmd_baseline, "regress": cmd_regress, "scenario": cmd_scenario}
+    measures = a.cmd in ("compare", "calibrate", "bisect", "regress", "scenario") and not getattr(a, "targets", "")
     try:
-        return {"compare": cmd_compare, "calibrate": cmd_calibrate, "report": cmd_report, "bisect": cmd_bisect, "query": cmd_query, "baseline": cmd_baseline,
-                "regress": cmd_regress, "scenario": cmd_scenario}[a.cmd](a)
+        if not measures:
+            return commands[a.cmd](a)
+        from stack import procs
+        from stack.paths import state_root
+
+        what = " ".join(["analysis", a.cmd, *(sys.argv[2:] if argv is None else argv[1:])])[:160]
+        with procs.measurement_lock(state_root(), f"`{what}`"):
+            return commands[a.cmd](a)
     except stopping.Interrupted as e:
         if a.cmd != "compare":  # compare said what it saved
             print(str(e), file=sys.stderr)

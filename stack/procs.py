@@ -42,6 +42,35 @@ def state_lock(state_dir: Path, what: str, timeout_s: float = 60.0):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+class Busy(RuntimeError):
+    """Another measurement holds this clone's servers (exit 2: nothing was started)."""
+    exit_code = 2
+
+
+@contextlib.contextmanager
+def measurement_lock(state_dir: Path, what: str):
+    """One measurement at a time on one state directory's servers. A second compare cold-started the first's
+    servers and finished exit 0 with a ceiling taken under the first's load; now it is refused at once, naming
+    the first. flock: released by the kernel when the holder dies, so a killed compare leaves no stale lock."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    f = open(state_dir / ".measuring", "a+")
+    try:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = " ".join(f.read().split()) or "another process"
+            raise Busy(f"{holder} is measuring on this clone's servers ({state_dir}); {what} would disturb it "
+                       "and be disturbed: wait for it to end, or stop it (Ctrl-C in its terminal)") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{what} (pid {os.getpid()}, since {time.strftime('%H:%M:%S')})\n")
+        f.flush()
+        yield
+    finally:
+        f.close()  # closing releases the lock
+
+
 def alive(pid: int | None, must_contain: str = "") -> bool:
     """True if pid runs (and, when asked, its command line contains must_contain)."""
     if not pid:

@@ -110,3 +110,33 @@ def test_a_non_numeric_version_directory_is_ignored_quietly(tmp_path):
         assert "Traceback" not in s.log.read_text() and "polling model base paths failed" not in s.log.read_text()
     finally:
         s.stop()
+
+
+def test_a_second_measurement_in_one_clone_is_refused_naming_the_first(tmp_path):
+    """Two compares on one state directory: the second cold-started the first's servers, the first failed and the
+    second finished exit 0 with a ceiling taken under the first's load. The second is refused at once (exit 2,
+    nothing started); the lock is the kernel's, so a killed first leaves none behind."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TFSB_STATE=str(tmp_path / "state"), TFSB_PORT_OFFSET="14500",
+               TFSB_RESULTS=str(tmp_path / "results"))
+    cmd = [sys.executable, "-m", "analysis", "compare", "--versions", "2.9", "--profile", "quick", "--runtime", "local"]
+    first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    try:
+        lock = tmp_path / "state" / ".measuring"
+        deadline = time.monotonic() + 60
+        while not (lock.exists() and f"pid {first.pid}" in lock.read_text()):
+            assert first.poll() is None and time.monotonic() < deadline, first.stdout.read().decode()[-1500:]
+            time.sleep(0.1)
+        for second in (cmd, [sys.executable, "-m", "analysis", "scenario", "batching", "--versions", "2.9"]):
+            out = subprocess.run(second, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+            assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-1500:]
+            assert f"`analysis compare --versions 2.9 --profile quick --runtime local` (pid {first.pid}" in out.stderr
+            assert "is measuring on this clone's servers" in out.stderr and len(out.stderr.splitlines()) == 1
+    finally:
+        os.killpg(first.pid, 9)
+        first.wait(30)
+        stack(env, "down")
+    again = subprocess.run([sys.executable, "-c", "from stack import procs; from pathlib import Path; import sys\n"
+                            f"with procs.measurement_lock(Path({str(tmp_path / 'state')!r}), 'x'): print('held')"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=30)
+    assert again.stdout.strip() == "held", again.stderr  # the killed compare's lock went with it
