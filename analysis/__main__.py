@@ -101,13 +101,21 @@ def _compare(a, reg, versions, log=print, model_for: dict | None = None) -> int:
               file=sys.stderr)
         raise
     except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, OSError) as e:  # one line, with the run
-        failed = RuntimeError(f"{e} (run {run_id} is saved as failed; `make compare ... RUN={run_id}` resumes it)")
+        failed = RuntimeError(f"{e} (run {run_id} is saved as failed; `make compare ... RUN={run_id}` resumes it)"
+                              if _saved_as_failed(run_id) else str(e))  # a bad RUN=, a read-only results dir
         failed.exit_code = getattr(e, "exit_code", 2)
         raise failed from None
     log(f"measured in {time.time() - t0:.0f}s; run id {run['run_id']}")
     rep = write(run["run_id"])
     print(open(rep["files"]["md"]).read())
     return 0
+
+
+def _saved_as_failed(run_id: str) -> bool:
+    try:
+        return runstore.load(run_id)["status"] == "failed"
+    except (OSError, ValueError):
+        return False
 
 
 def cmd_compare(a) -> int:
@@ -212,9 +220,18 @@ def cmd_bisect(a) -> int:
     return 0
 
 
+class NothingMeasured(RuntimeError):
+    exit_code = 3  # the README's "the result is invalid"
+
+
 def cmd_report(a) -> int:
     from analysis.report import write
 
+    run = runstore.load(a.run)
+    if not any(c.get("valid") for c in run["cells"].values()):  # an empty report read as a result, exit 0
+        why = run.get("failed", {}).get("error") or run.get("interrupted", {}).get("signal") or ""
+        raise NothingMeasured(f"run {a.run} holds no valid measurement (status {run['status']}"
+                              + (f": {why}" if why else "") + "); nothing to report")
     rep = write(a.run)
     print(open(rep["files"]["md"]).read())
     return 0
