@@ -134,7 +134,7 @@ def html_page(rep: dict) -> str:
                       for c in rep["ceiling"] + rep.get("ceiling_pinned", [])])
     answers = [[r["version"], r["output"], r["verdict"], "n/a" if r.get("max_abs") is None else f"{r['max_abs']:.3g}",
                 "n/a" if r.get("worst_request") is None else r["worst_request"] + 1] for r in rep.get("outputs") or []]
-    answers = (f"<h2>Outputs (the same requests, against the baseline)</h2>"
+    answers = ("<h2>Outputs (the same requests, against the baseline)</h2>"
                + _table(["version", "output", "verdict", "max abs", "worst request"], answers)) if answers else ""
     ops = _table(OP_HEADER, op_rows(rep["optable"])) if rep.get("optable") else ""
     ops = f"<h2>Where TensorFlow's time goes, op by op (traced in-process)</h2>{ops}" if ops else ""

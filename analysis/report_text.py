@@ -278,8 +278,8 @@ def families(rep: dict) -> str:
 
 def statistics(rep: dict) -> list:
     out = ["", "## How the verdicts are made", "",
-           f"Means: Student's t interval (scipy, exact quantiles). Differences of means: Welch's t, degrees of "
-           f"freedom unrounded. P99: Mann-Whitney U on the per-window P99s (exact permutation p-value), shift by "
+           "Means: Student's t interval (scipy, exact quantiles). Differences of means: Welch's t, degrees of "
+           "freedom unrounded. P99: Mann-Whitney U on the per-window P99s (exact permutation p-value), shift by "
            "Hodges-Lehmann. " + families(rep) + " Intervals are per comparison (95%), so an interval that excludes "
            "zero can still read \"no significant difference (after Holm)\"."]
     for name, m in rep["mde"].items():
