@@ -52,6 +52,7 @@ def measurement_lock(state_dir: Path, what: str):
     """One measurement at a time on one state directory's servers. A second compare cold-started the first's
     servers and finished exit 0 with a ceiling taken under the first's load; now it is refused at once, naming
     the first. flock: released by the kernel when the holder dies, so a killed compare leaves no stale lock."""
+    created = not state_dir.exists()  # a command refused as bad input leaves no state directory behind
     state_dir.mkdir(parents=True, exist_ok=True)
     f = open(state_dir / ".measuring", "a+")
     try:
@@ -69,6 +70,12 @@ def measurement_lock(state_dir: Path, what: str):
         yield
     finally:
         f.close()  # closing releases the lock
+        if created:
+            try:
+                (state_dir / ".measuring").unlink()
+                state_dir.rmdir()  # only where nothing else was written
+            except OSError:
+                pass
 
 
 def alive(pid: int | None, must_contain: str = "") -> bool:

@@ -318,14 +318,12 @@ class ExternalServing:
     def check_prometheus(self) -> None:
         """PROMETHEUS answers the HTTP API in its shape: a known query, checked, before anything is
         measured (a typo pointing at the exporter once failed after the whole run)."""
-        import urllib.error
-
         from stack.targets import query
 
         try:
             result = query(self.prometheus_url, "vector(1)")
             ok = isinstance(result, list) and len(result) == 1 and float(result[0]["value"][1]) == 1.0
-        except urllib.error.HTTPError:  # it answers, with an error page
+        except http.HTTPStatusError:  # it answers, with an error page
             ok = False
         except OSError as e:
             raise Unreachable(f"PROMETHEUS: cannot reach {self.prometheus_url} ({getattr(e, 'reason', e)})") from None
