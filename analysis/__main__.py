@@ -39,7 +39,7 @@ def settings_from(a, versions: list):
 def _check_rows_fit_batches(settings) -> None:
     """With batching on, a request larger than max_batch_size is refused by TF Serving: say so now."""
     from modelserver.configs import load_batching
-    from stack.local import CONFIGS
+    from core.paths import CONFIGS
 
     if True in settings.batching:
         limit = load_batching(str(CONFIGS / "batching.config")).max_batch_size
@@ -49,15 +49,16 @@ def _check_rows_fit_batches(settings) -> None:
 
 
 def _external(a, reg):
-    """Servers and a Prometheus started elsewhere (TARGETS, PROMETHEUS): an ExternalServing."""
-    from stack.serving import ExternalServing, parse_targets
+    """Servers and a Prometheus started elsewhere (TARGETS, PROMETHEUS): the external runtime's Serving."""
+    from stack.runtimes import serving_for
 
     if not a.prometheus:
         raise ValueError("TARGETS needs PROMETHEUS=http://host:9090: the Prometheus that scrapes those servers "
                          "with a `version` label equal to each TARGETS name")
     if not re.fullmatch(r"https?://[\w.\-]+(:\d{1,5})?(/\S*)?", a.prometheus):
         raise ValueError(f"PROMETHEUS must be an http(s) URL, got {a.prometheus!r}")
-    return ExternalServing(parse_targets(a.targets), a.prometheus, reg, a.model or None, a.model_name)
+    return serving_for("external", reg, [], a.model or None, targets=a.targets, prometheus=a.prometheus,
+                       model_name=a.model_name)
 
 
 def _compare(a, reg, versions, log=print, model_for: dict | None = None) -> int:
@@ -67,9 +68,9 @@ def _compare(a, reg, versions, log=print, model_for: dict | None = None) -> int:
     a.model = zoo.resolve(a.model, reg, versions, log=log)  # a zoo name: built once, by the oldest release
     from analysis.compare import run_compare
     from analysis.report import write
-    from stack import placement
+    from core import placement
     from stack.runtime import pick_runtime
-    from stack.serving import serving_for
+    from stack.runtimes import serving_for
 
     if getattr(a, "targets", ""):
         serving, runtime = _external(a, reg), "external"
@@ -119,7 +120,7 @@ def _saved_as_failed(run_id: str) -> bool:
 
 
 def cmd_compare(a) -> int:
-    from stack.registry import load_registry
+    from core.registry import load_registry
 
     from stack import knobs
 
@@ -132,7 +133,7 @@ def cmd_compare(a) -> int:
 
 def cmd_calibrate(a) -> int:
     """An A/A run: the version against a second server of itself, through the whole protocol."""
-    from stack.registry import load_registry
+    from core.registry import load_registry
 
     reg = load_registry()
     name = reg.get(a.version).name
@@ -159,10 +160,10 @@ def _ints(text: str, what: str) -> list:
 def cmd_scenario(a) -> int:
     from analysis.scenario_report import run
     from loadgen.app import check_writable
-    from stack.registry import load_registry
+    from core.registry import load_registry
     from stack.runtime import pick_runtime
     from stack import knobs
-    from stack.serving import serving_for
+    from stack.runtimes import serving_for
 
     reg = load_registry()
     reg, versions = knobs.expand(reg, reg.select(a.versions), a.knobs)  # KNOBS="malloc=glibc,jemalloc": a server each
@@ -196,7 +197,7 @@ def cmd_scenario(a) -> int:
 def cmd_bisect(a) -> int:
     from analysis.bisect import run_bisect, write
     from analysis.plan import parse_rows
-    from stack.registry import load_registry
+    from core.registry import load_registry
 
     reg = load_registry()
     profile = get_profile(a.profile)
@@ -264,10 +265,10 @@ def cmd_regress(a) -> int:
     from analysis.profiles import Profile
     from analysis.report import build
     from analysis.schemas import known_profile_fields
-    from stack import placement
-    from stack.registry import load_registry
+    from core import placement
+    from core.registry import load_registry
     from stack.runtime import pick_runtime
-    from stack.serving import serving_for
+    from stack.runtimes import serving_for
 
     base = baseline.load(a.baseline)
     reg = load_registry()
@@ -410,7 +411,7 @@ def main(argv=None) -> int:
         if not measures:
             return commands[a.cmd](a)
         from stack import procs
-        from stack.paths import state_root
+        from core.paths import state_root
 
         what = " ".join(["analysis", a.cmd, *(sys.argv[2:] if argv is None else argv[1:])])[:160]
         with procs.measurement_lock(state_root(), f"`{what}`"):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from analysis import runstore, schemas
 from loadgen.summary import write_json_atomic
-from stack.paths import check_name
+from core.paths import check_name
 
 
 def baselines_dir() -> Path:

@@ -23,7 +23,7 @@ from analysis.releases import between
 from fileio.atomic import write_atomic
 from loadgen.cli import new_run_id
 from loadgen.summary import write_json_atomic
-from stack.venvs import VenvError
+from core.venvs import VenvError
 
 ALPHA = 0.05
 
@@ -70,7 +70,7 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
                every: bool = False) -> dict:
     """Measure and search (or, every=True, measure all); the result dict is saved after every process.
     profile: its ceiling_* fields (processes per release, window), optrace_* (the op table of the pair)."""
-    from stack.serving import LocalServing
+    from stack.runtimes import serving_for
 
     versions, skipped = between(registry, lo, hi, lo.python)
     by_name = {v.name: v for v in versions}
@@ -89,7 +89,7 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
 
     def measure(name):
         v = by_name[name]
-        serving = LocalServing(registry, [v], model, log=lambda *_: None)
+        serving = serving_for("local", registry, [v], model, log=lambda *_: None)
         try:
             log(f"  {name} (TensorFlow {v.tensorflow}): venv and model ...")
             ceiling.measure_all(serving, serving.servers, [rows], profile.ceiling_windows, profile.ceiling_window_s,
@@ -113,7 +113,7 @@ def run_bisect(registry, lo, hi, rows: int, profile, model=None, log=print, pin:
     ends = [low, high] if high else [names[0], names[-1]]  # no step found: why the two ends are alike
     if all(n in out["ceiling"] for n in ends) and profile.optrace_processes:
         log(f"  op table of {ends[0]} and {ends[1]} ...")
-        serving = LocalServing(registry, [by_name[n] for n in ends], model,
+        serving = serving_for("local", registry, [by_name[n] for n in ends], model,
                                log=lambda *_: None)
         optable.measure_all(serving, serving.servers, [rows], profile.optrace_processes, profile.optrace_calls,
                             out["optrace"], save, log=lambda m: None, pin=pin)
@@ -133,11 +133,11 @@ def skip(out: dict, name: str, error: Exception, save, log) -> None:
 def measure_every(registry, versions: list, rows: int, profile, model, out: dict, save, log, pin: bool) -> tuple:
     """Every release's ceiling, processes interleaved across all of them; (the measured release before
     the first one that differs from the first after Holm, that one) or (first, None)."""
-    from stack.serving import LocalServing
+    from stack.runtimes import serving_for
 
     ready = []
     for i, v in enumerate(versions, 1):  # venvs and exports first: a release that cannot be installed is skipped
-        serving = LocalServing(registry, [v], model, log=lambda *_: None)
+        serving = serving_for("local", registry, [v], model, log=lambda *_: None)
         log(f"  [{i}/{len(versions)}] {v.name} (TensorFlow {v.tensorflow}): venv and model ...")
         try:
             serving.ceiling_command(serving.servers[0])
@@ -146,7 +146,7 @@ def measure_every(registry, versions: list, rows: int, profile, model, out: dict
             skip(out, v.name, e, save, log)
     if len(ready) < 2 or ready[0].name != versions[0].name:
         return versions[0].name, None
-    serving = LocalServing(registry, ready, model, log=lambda *_: None)
+    serving = serving_for("local", registry, ready, model, log=lambda *_: None)
     ceiling.measure_all(serving, serving.servers, [rows], profile.ceiling_windows, profile.ceiling_window_s,
                         out["ceiling"], save, log=log, pin=pin)
     return first_beyond(out)

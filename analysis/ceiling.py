@@ -34,7 +34,7 @@ def run_process(python: str, module: str, args: list, cpus: list | None, knob_se
                 what: str) -> dict:
     """`python -m modelserver.<module> args` in a version's venv, pinned to cpus, with a knob variant's
     environment and thread flags (the settings of its server); its last line of JSON."""
-    from stack.placement import pin_child
+    from core.placement import pin_child
 
     cmd = [python, "-m", f"modelserver.{module}", *args,
            *[f"--{k.replace('_', '-')}={n}" for k, n in knobs.threads(knob_settings).items()]]

@@ -47,7 +47,6 @@ def _values(starts: list, key: str) -> list:
 
 def table(run: dict) -> dict:
     """{"rows": [per server: each figure's mean and interval, and against the baseline's], "tests": n}."""
-    from analysis.rows import compare
 
     versions = run["config"]["versions"]
     starts = run.get("cold_starts") or {v: [c] for v, c in (run.get("cold_start") or {}).items()}
@@ -62,7 +61,7 @@ def table(run: dict) -> dict:
             row[key] = stats.mean_ci(got) if got else None
             ref = _values(base, key)
             if v != versions[0] and len(got) >= 2 and len(ref) >= 2:
-                row[f"{key}_vs_baseline"] = d = compare(got, ref, stats.welch, False)
+                row[f"{key}_vs_baseline"] = d = stats.compare(got, ref, stats.welch, False)
                 tests.append(d)
         rows.append(row)
     for t, sig in zip(tests, stats.holm([t["p"] for t in tests])):

@@ -14,14 +14,17 @@ import copy
 import dataclasses
 import time
 
-from analysis import ceiling, coldstart, counters, memory, optable, outputs, plan, resume, runstore, schemas
+from analysis import ceiling, coldstart, memory, optable, outputs, plan, resume, runstore, schemas
+from stack import counters
 from analysis.plan import Settings
 from loadgen import requestset, stopping
-from loadgen.app import ServerRefused, build_payloads, check_writable, measure
+from loadgen.app import build_payloads, check_writable, measure
+from loadgen.errors import ServerRefused
 from loadgen.cli import new_run_id
 from loadgen.scenario import Load, Payload, Scenario, Target, check
 from loadgen.search import search_one
-from stack import ports, preflight
+from core import ports
+from stack import preflight
 from stack.promconfig import SCRAPE_INTERVAL_S
 
 # A server idle this long before and after its cell has a Prometheus sample on each side taken
@@ -170,7 +173,7 @@ def _busy(run: dict, names, t0: float) -> None:
 
 def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log) -> None:
     """Every cell, cold start, ceiling and search the run still lacks; saved after each."""
-    from stack.placement import pin_self
+    from core.placement import pin_self
 
     by_name = {s.name: s for s in serving.servers}
     todo = [c for c in plan.cells(settings) if plan.key(c) not in run["cells"]]

@@ -84,7 +84,6 @@ def measure_all(serving, servers: list, rows: list, processes: int, calls: int, 
 def table(run: dict, versions: list, tests: list) -> list:
     """[{"rows_per_request", "op", "version", "us_per_call": ci, "vs_baseline": welch}, ...]; each comparison
     is appended to `tests` (the report's Holm family), lower µs being better."""
-    from analysis.rows import compare  # here: rows.build calls this module
 
     traced, out = run.get("optrace") or {}, []
     base = versions[0]
@@ -102,7 +101,7 @@ def table(run: dict, versions: list, tests: list) -> list:
                        "us_per_call": stats.mean_ci(vals)}
                 if v != base:
                     b = by_op[base][0].get(op) or [0.0] * len(per[base]["traced_us_per_call"])
-                    row["vs_baseline"] = compare(vals, b, stats.welch, False)
+                    row["vs_baseline"] = stats.compare(vals, b, stats.welch, False)
                     tests.append(row["vs_baseline"])
                 out.append(row)
         for v, t in per.items():  # tracing's own cost: a traced call against an untraced one, same process

@@ -115,7 +115,7 @@ def get(name: str) -> Profile:
         return PROFILES[name]
     if not name.endswith((".yaml", ".yml")):
         raise ValueError(f"unknown PROFILE {name!r}; known: {', '.join(PROFILES)}, or a path to a .yaml profile")
-    from stack.safe_yaml import YamlError, load_path
+    from core.safe_yaml import YamlError, load_path
 
     try:
         raw = load_path(name)

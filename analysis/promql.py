@@ -6,7 +6,7 @@ import math
 import urllib.parse
 
 from fileio import http
-from stack import ports
+from core import ports
 
 
 def prometheus_url() -> str:

@@ -15,8 +15,8 @@ import time
 import urllib.request
 
 from fileio.atomic import write_atomic
-from stack.registry import Ports, Registry, Version, dist_name
-from stack.venvs import home
+from core.registry import Ports, Registry, Version, dist_name
+from core.venvs import home
 
 PYPI = "https://pypi.org/pypi/{}/json"
 CACHE_S = 24 * 3600

@@ -1,7 +1,7 @@
 """`make report RUN=<id>`: a compare run's verdicts, tables and charts, from its results and Prometheus.
 
 Client-side figures are the load generator's exact statistics; the breakdown and the counts
-come from the server's own counters read at each window's edges (analysis/counters.py);
+come from the server's own counters read at each window's edges (stack/counters.py);
 memory and CPU from PromQL over each window. Rows, intervals and Holm-corrected verdicts:
 analysis/rows.py; the count reconciliation: analysis/reconcile.py; the page: analysis/report_html.py.
 """
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-from analysis import coldstart, counters, growth, promql, reconcile, rows as rows_mod, runstore
+from analysis import coldstart, growth, promql, reconcile, rows as rows_mod, runstore
+from stack import counters
 from analysis.report_html import html_page
 from analysis.report_text import csv_text, markdown
 from loadgen.summary import write_json_atomic

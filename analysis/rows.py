@@ -9,7 +9,7 @@ TF runtime difference whose interval excluded zero into "no significant differen
 
 A row is one (batching, rows per request, protocol, load level, version); its figures:
 client side (exact, from the load generator), the breakdown from the server's own counters
-(analysis/counters.py), memory and CPU from Prometheus, and the efficiency: delivered rows/s
+(stack/counters.py), memory and CPU from Prometheus, and the efficiency: delivered rows/s
 over the version's in-process TensorFlow ceiling at that request size.
 """
 from __future__ import annotations
@@ -54,13 +54,6 @@ def _container(c: dict | None) -> dict:
             "container_cpu_cores": c.get("cpu_cores")}
 
 
-def compare(values: list, base: list, test, higher_is_better: bool) -> dict:
-    d = test(values, base)
-    base_mean = stats.mean_ci(base)["mean"]
-    rel = [None if x is None or not base_mean else x / abs(base_mean) for x in (d["diff"], d["ci_low"], d["ci_high"])]
-    return {**d, "rel": rel[0], "rel_ci_low": rel[1], "rel_ci_high": rel[2], "higher_is_better": higher_is_better}
-
-
 def _bucket_span(buckets: list) -> list | None:
     got = [b for b in buckets if b]
     return [min(b[0] for b in got), max(b[1] for b in got)] if got else None
@@ -92,7 +85,7 @@ def build(run: dict, prom_by_key: dict) -> dict:
         base = groups.get((g, baseline))
         if version != baseline and base:
             for name, better, test in COMPARED:
-                cmp = compare([v[name] for v in vals], [b[name] for b, _ in base], test, better)
+                cmp = stats.compare([v[name] for v in vals], [b[name] for b, _ in base], test, better)
                 row[f"{name}_vs_baseline"] = cmp
                 tests[FAMILY[name]].append(cmp)
         rows.append(row)
@@ -135,7 +128,7 @@ def ceiling_rows(run: dict, key: str, tests: list) -> list:
             if cpu:  # runs before this field: absent
                 c["cpu_us_per_call"] = stats.mean_ci(cpu)
             if v != versions[0] and base:
-                c["vs_baseline"] = compare(got, base, stats.welch, True)
+                c["vs_baseline"] = stats.compare(got, base, stats.welch, True)
                 tests.append(c["vs_baseline"])
             out.append(c)
     return out

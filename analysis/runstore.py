@@ -12,7 +12,7 @@ from analysis import machine, schemas
 
 from loadgen.summary import write_json_atomic
 from stack import knobs
-from stack.paths import ROOT, results_dir, run_dir  # noqa: F401 - the one place names become paths
+from core.paths import ROOT, results_dir, run_dir  # noqa: F401 - the one place names become paths
 
 
 def load(run_id: str) -> dict:

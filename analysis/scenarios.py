@@ -18,7 +18,8 @@ import shutil
 import threading
 import time
 
-from analysis import counters, runstore
+from analysis import runstore
+from stack import counters
 from analysis.compare import Edges, scenario as cell_scenario
 from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure

@@ -91,6 +91,14 @@ def _mwu_p(a, b) -> float:
     return float(st.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue)
 
 
+def compare(values: list, base: list, test, higher_is_better: bool) -> dict:
+    """test(values, base) (welch, mann_whitney), with the difference and its interval relative to the base's mean."""
+    d = test(values, base)
+    base_mean = mean_ci(base)["mean"]
+    rel = [None if x is None or not base_mean else x / abs(base_mean) for x in (d["diff"], d["ci_low"], d["ci_high"])]
+    return {**d, "rel": rel[0], "rel_ci_low": rel[1], "rel_ci_high": rel[2], "higher_is_better": higher_is_better}
+
+
 def holm(pvalues: list, alpha: float = ALPHA) -> list:
     """Holm's step-down procedure: which of the p-values are significant (None: no test)."""
     idx = [i for i, p in enumerate(pvalues) if p is not None]

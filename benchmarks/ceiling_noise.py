@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from analysis import stats  # noqa: E402
 from analysis.ceiling import measure_one  # noqa: E402
 from models.prepare import ensure_example_model  # noqa: E402
-from stack.registry import load_registry  # noqa: E402
-from stack.venvs import ensure_venv, venv_python  # noqa: E402
+from core.registry import load_registry  # noqa: E402
+from core.venvs import ensure_venv, venv_python  # noqa: E402
 
 
 def row(name: str, values: list, n: int) -> str:

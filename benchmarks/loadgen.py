@@ -163,7 +163,7 @@ def client_cost(seconds: int, body_file, pairs: int = 2) -> list:
 
     sys.path.insert(0, str(ROOT / "tests"))
     from servers import start_modelserver
-    from stack.registry import load_registry
+    from core.registry import load_registry
     why_not = independent.perf_analyzer_ready(log=lambda m: print(m, file=sys.stderr, flush=True))
     srv = start_modelserver(load_registry().newest.name, Path(tempfile.mkdtemp()))
     rows = []

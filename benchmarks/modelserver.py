@@ -64,7 +64,7 @@ def loadgen(target: str, conc: int, seconds: int, rows: int = 1) -> dict:
 
 def measured(srv, proto: str, conc: int, rows: int, seconds: int) -> tuple:
     """(loadgen steady stats, counter breakdown of the whole run: warmup included, means only)."""
-    from analysis import counters
+    from stack import counters
 
     url = srv.url("/monitoring/prometheus/metrics")
     before = counters.read(url)
@@ -75,7 +75,7 @@ def measured(srv, proto: str, conc: int, rows: int, seconds: int) -> tuple:
 def main() -> int:
     from servers import CONFIGS, example_model, start_modelserver, version_python
 
-    from stack.registry import load_registry
+    from core.registry import load_registry
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--version", default=load_registry().newest.name)
     ap.add_argument("--seconds", type=int, default=5)

@@ -55,7 +55,7 @@ def main() -> int:
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--sample-every", type=float, default=30.0)
     a = ap.parse_args()
-    from stack.registry import load_registry
+    from core.registry import load_registry
 
     versions = load_registry().select(a.versions)
     tmp = Path(tempfile.mkdtemp(prefix="soak-"))

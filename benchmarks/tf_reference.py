@@ -48,8 +48,8 @@ def main() -> int:
     from scipy import stats as st
 
     from models.prepare import ensure_example_model
-    from stack.registry import load_registry
-    from stack.venvs import ensure_venv, venv_python
+    from core.registry import load_registry
+    from core.venvs import ensure_venv, venv_python
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--versions", default="2.9 2.21")

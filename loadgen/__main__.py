@@ -5,7 +5,8 @@ import argparse
 import sys
 
 from loadgen import stopping
-from loadgen.app import RunError, execute
+from loadgen.app import execute
+from loadgen.errors import RunError
 from loadgen.argtypes import OneLineParser, number
 from loadgen.cli import add_load_flags, scenario_from_args
 from loadgen.scenario import ScenarioError

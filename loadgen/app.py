@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import signal
@@ -16,25 +15,11 @@ from loadgen import payload as payload_mod
 from loadgen import requestset
 from loadgen.examples import SpecError
 from loadgen import stopping
-from loadgen.exposition import LoadgenCollector, serve_metrics, stop_metrics, wait_final_scrape
-from loadgen.record import Recorder
-from loadgen.runner import LiveState, Runner
+from loadgen.exposition import stop_metrics, wait_final_scrape
+from loadgen.errors import RunError, ServerUnreachable
+from loadgen.inprocess import install_loop, run_in_process
 from loadgen.summary import merge_raw, print_table, summarize, write_json_atomic
-
-
-class RunError(RuntimeError):
-    """Something the user must fix before a run can start (exit 2)."""
-    exit_code = 2
-
-
-class ServerUnreachable(RunError):
-    """No server answered before the run: the result is invalid (exit 3), not a usage error."""
-    exit_code = 3
-
-
-class ServerRefused(RunError):
-    """A server answered, but refused the requests (no success, or errors above the budget): exit 3."""
-    exit_code = 3
+from loadgen.workers import run_workers
 
 
 def check_writable(path: str) -> None:
@@ -88,54 +73,11 @@ def model_version_dir(path: str) -> str:
     return os.path.join(path, max(versions, key=int))
 
 
-def install_loop(s) -> None:
-    """uvloop where available; gRPC's asyncio integration wants the default loop."""
-    if any(t.protocol == "grpc" for t in s.targets):
-        return
-    try:
-        import uvloop
-        uvloop.install()
-    except ImportError:
-        pass
-
-
-async def run_in_process(s, payloads: dict, progress=None, partial=None, metrics: bool = True,
-                         boundary=None, history=None) -> tuple:
-    rec = Recorder()
-    live = LiveState(s.run_id, s.name, s.load.mode)
-    runner = Runner(s, payloads, rec, live, progress=progress, partial=partial, boundary=boundary, history=history)
-    handle = None
-    if metrics and s.metrics_port:
-        try:
-            handle = serve_metrics(LoadgenCollector(rec, live, lambda: runner.drivers.values(), tuple(s.shard)),
-                                   s.metrics_port, s.metrics_addr, s.run_id)
-        except OSError as e:
-            raise RunError(f"cannot serve /metrics on {s.metrics_addr}:{s.metrics_port}: {e.strerror}") from None
-    # Everything allocated so far (imports, payloads, histograms) lives for the whole run: freeze it,
-    # so the collector's full passes do not walk it in the middle of a measurement.
-    gc.collect()
-    gc.freeze()
-    task = asyncio.ensure_future(runner.run())
-    loop = asyncio.get_running_loop()
-    stopping.on_stop(task, lambda: loop.call_soon_threadsafe(task.cancel))  # the one cancellation path
-    try:
-        raw = await task
-    except asyncio.CancelledError:  # stopped by a signal or an :abort threshold: keep what was measured
-        rec.flush()
-        raw = runner.raw_results(None, partial=True)
-    finally:
-        stopping.forget(task)
-    if stopping.requested():
-        raw["interrupted"] = stopping.requested()  # never a valid window (summarize)
-    return raw, live, handle
-
-
 def measure(s, payloads: dict, boundary=None) -> dict:
     """Run s in-process (or in its workers) and return the summary, quietly. boundary: see Runner."""
     if s.workers > 1:
         if boundary:
             raise ValueError("phase boundaries are exact in one process only; use workers=1")
-        from loadgen.workers import run_workers
         summary = summarize(merge_raw(run_workers(s, payloads)), s)
     else:
         install_loop(s)
@@ -172,7 +114,7 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
     csv_path: per-second history; summary_log: the whole summary as one `loadgen-summary:` line on stdout
     (loadgen.merge.SUMMARY_LINE)."""
     from loadgen.progress import CsvHistory, LiveDisplay
-    from stack.placement import isolate_from_env, pin_self, plan
+    from core.placement import isolate_from_env, pin_self, plan
 
     quiet = quiet or not sys.stderr.isatty()
     check_writable(s.out)
@@ -197,7 +139,6 @@ def execute(s, quiet: bool = False, summary_json: str = "", csv_path: str = "", 
     history = CsvHistory(csv_path) if csv_path else None
     try:
         if s.workers > 1:
-            from loadgen.workers import run_workers
             raw = merge_raw(run_workers(s, payloads))
             live = handle = None
         else:

@@ -120,8 +120,8 @@ def scenario_from_args(args) -> Scenario:
     s = load_file(args.scenario) if args.scenario else Scenario(targets=[], load=Load())
     targets = [parse_target(t) for t in args.target]
     if args.versions:
-        from stack import ports
-        from stack.registry import RegistryError, load_registry
+        from core import ports
+        from core.registry import RegistryError, load_registry
 
         try:
             versions = load_registry().select(args.versions)
@@ -175,7 +175,7 @@ def scenario_from_args(args) -> Scenario:
     if args.metrics_port is not None:
         s.metrics_port = args.metrics_port
     elif s.metrics_port == DEFAULT_METRICS_PORT:  # the stack's own port, shifted like every other one
-        from stack import ports
+        from core import ports
 
         try:
             s.metrics_port = ports.port(ports.LOADGEN, "the load generator's /metrics")
@@ -186,7 +186,7 @@ def scenario_from_args(args) -> Scenario:
         s.linger = args.linger
     if args.workers is not None:
         s.workers = args.workers
-    from stack.paths import check_name, run_dir
+    from core.paths import check_name, run_dir
 
     try:
         s.run_id = check_name(args.run_id or s.run_id or new_run_id(), "run id")

@@ -108,7 +108,7 @@ class LoadgenCollector:
 
 def targets_dir() -> Path:
     """Where the local stack's Prometheus looks for load-generator targets (file_sd)."""
-    from stack.paths import state_root
+    from core.paths import state_root
 
     return Path(os.environ.get("TFSB_LOADGEN_TARGETS") or state_root() / "local" / "prometheus" / "targets")
 

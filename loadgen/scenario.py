@@ -232,7 +232,7 @@ def check(s: Scenario) -> Scenario:
 def _run_id(value, where: str) -> str:
     if value in ("", None):
         return ""
-    from stack.paths import check_name
+    from core.paths import check_name
 
     try:
         return check_name(value, "run_id")
@@ -259,7 +259,7 @@ def _version_text(value, where: str) -> str:
 
 
 def load_file(path: str) -> Scenario:
-    from stack.safe_yaml import YamlError, load_path
+    from core.safe_yaml import YamlError, load_path
 
     try:
         raw = load_path(path)

@@ -14,6 +14,8 @@ import signal
 from concurrent.futures import ProcessPoolExecutor
 
 from loadgen import stopping
+from loadgen.exposition import stop_metrics
+from loadgen.inprocess import install_loop, run_in_process
 
 
 def _share(total: float, n: int, i: int, integer: bool):
@@ -37,13 +39,9 @@ def worker_scenario(s, n: int, i: int):
 
 
 def _work(s, payloads):
-    from loadgen import stopping
-    from loadgen.app import install_loop, run_in_process
-
     stopping.install()  # the parent forwards its first signal as SIGTERM: stop, keep the partial window
     install_loop(s)
     raw, _, handle = asyncio.run(run_in_process(s, payloads))
-    from loadgen.exposition import stop_metrics
     stop_metrics(handle)
     return raw
 

@@ -9,8 +9,8 @@ import argparse
 import sys
 
 from models.prepare import ModelError, check_base_path, ensure_example_model
-from stack.registry import RegistryError, load_registry
-from stack.venvs import VenvError
+from core.registry import RegistryError, load_registry
+from core.venvs import VenvError
 
 
 def main(argv=None) -> int:

@@ -6,8 +6,8 @@ import re
 import subprocess
 from pathlib import Path
 
-from stack.registry import Registry, Version
-from stack.venvs import ensure_venv, venv_python
+from core.registry import Registry, Version
+from core.venvs import ensure_venv, venv_python
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "models" / "build"

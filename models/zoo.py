@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from models.prepare import BUILD, ROOT, ModelError
-from stack.venvs import ensure_venv, venv_python
+from core.venvs import ensure_venv, venv_python
 
 # name -> (module that exports it inside a version's venv, what it is)
 ZOO = {"recommender": ("models.recommender", "TFX-style recommender: tf.Example in (ParseExampleV2), a vocabulary "

@@ -17,9 +17,9 @@ from loadgen.scenario import MAX_DURATION_S
 from loadgen.schedule import MAX_RATE
 from models.prepare import ModelError
 from stack.k8s import MAX_SHARDS
-from stack.registry import RegistryError, load_registry
+from core.registry import RegistryError, load_registry
 from stack.runtime import pick_runtime
-from stack.venvs import VenvError, ensure_venv
+from core.venvs import VenvError, ensure_venv
 
 
 def _versions_arg(args) -> str:
@@ -38,7 +38,8 @@ def _sla_from_env() -> float | None:
 
 
 def cmd_up(args, reg) -> int:
-    from stack import local, ports, procs
+    from core import ports
+    from stack import local, procs
 
     runtime = pick_runtime(args.runtime)
     versions = reg.select(_versions_arg(args))
@@ -56,7 +57,7 @@ def cmd_up(args, reg) -> int:
 
 def _up_local(args, reg, versions) -> int:
     from stack import dashboards, local, monitoring
-    from stack.placement import isolate_from_env, plan
+    from core.placement import isolate_from_env, plan
 
     place = plan(None, isolate_from_env())
     if place.isolated:
@@ -106,7 +107,8 @@ def _preflight(versions, batching: bool, model_name: str = "my_model") -> None:
 
 
 def _up_docker(args, reg, versions) -> int:
-    from stack import docker_runtime, ports
+    from core import ports
+    from stack import docker_runtime
 
     if args.model or args.no_batching or args.bind != "127.0.0.1":
         print("  note: --model, --no-batching and BIND are local-runtime options; docker-compose.yml sets "
@@ -135,7 +137,7 @@ def cmd_down(args, reg) -> int:
         n = local.down()
     print(f"stopped {n} process(es)" if n else "nothing was running in the local runtime")
     if docker_available():
-        from stack.docker_serving import remove_all
+        from stack.docker_runtime import remove_all
 
         m = remove_all()
         if m:
@@ -148,7 +150,8 @@ def cmd_down(args, reg) -> int:
 
 
 def cmd_status(args, reg) -> int:
-    from stack import docker_runtime, local, ports
+    from core import ports
+    from stack import docker_runtime, local
     from stack.targets import scrape_health
 
     ports.check_all(reg.versions.values())
@@ -235,7 +238,8 @@ def cmd_doctor(args, reg) -> int:
     """The preflight on servers already up: the registry's versions at their ports (local or docker
     runtime), or TARGETS. Exit 1 when anything differs, 3 when a server does not answer."""
     from stack import preflight
-    from stack.serving import first_predict_ms, local_server, parse_targets
+    from stack.external import parse_targets
+    from stack.serving import first_predict_ms, local_server
 
     servers = parse_targets(args.targets) if args.targets else [local_server(v) for v in reg.select(_versions_arg(args))]
     batching = None if args.targets else not args.no_batching

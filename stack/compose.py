@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from stack import ports
+from core import ports
 from stack.promconfig import service
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +47,7 @@ def image_variable(version_name: str, gpu: bool = False) -> str:
 
 
 def _bind(port: int, container_port: int | None = None) -> str:
-    """A published port: BIND's address, the host port after TFSB_PORT_OFFSET (stack.ports.compose_env sets
+    """A published port: BIND's address, the host port after TFSB_PORT_OFFSET (core.ports.compose_env sets
     the variable; plain `docker compose` without it gets the default), the container's own port."""
     return f"${{BIND:-127.0.0.1}}:${{{ports.host_variable(port)}:-{port}}}:{container_port or port}"
 
@@ -65,7 +65,7 @@ def tfserving(v) -> dict:
         "volumes": ["./monitoring_configs:/config:ro", f"./models/build/tf{v.name}/my_model:/models/my_model:ro"],
         "ports": [_bind(v.ports.grpc, ports.TFSERVING_GRPC), _bind(v.ports.rest, ports.TFSERVING_REST)],
         # The servers' cores, disjoint from the load generator's where the machine has 4 or more
-        # (stack/placement.py; `make up` sets it, ISOLATE=0 or fewer cores: all of them).
+        # (core/placement.py; `make up` sets it, ISOLATE=0 or fewer cores: all of them).
         "cpuset": "${TFSB_SERVER_CPUSET:-}",
         "healthcheck": {"test": ["CMD", *AVAILABLE_CHECK],
                         "interval": "5s", "timeout": "3s", "retries": 60, "start_period": "10s"},

@@ -11,8 +11,9 @@ import urllib.request
 
 import numpy as np
 
-from stack import local, ports
-from stack.registry import Registry
+from core import ports
+from stack import local
+from core.registry import Registry
 
 
 def predict_rest(port: int, model: str, instances: list, timeout: float = 10.0) -> tuple:

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from fileio.atomic import write_atomic
-from stack import ports
+from core import ports
 from stack.promconfig import service
-from stack.registry import load_registry
+from core.registry import load_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 MONITORING = ["prometheus", "exporter", "grafana"]
@@ -50,7 +50,7 @@ def compose_command() -> list:
 
 def placement_env() -> dict:
     """The cpusets compose pins the servers and the load generator to (empty: not pinned)."""
-    from stack.placement import Placement, isolate_from_env, plan
+    from core.placement import Placement, isolate_from_env, plan
 
     p = plan(None, isolate_from_env())
     if not p.isolated:
@@ -120,6 +120,9 @@ def up(versions: list, registry, without: tuple = (), log=print) -> dict:
     return {"versions": names, "services": services}
 
 
+BENCH_LABEL = "tfsb.project"  # on every container a compare or scenario creates (stack/docker_serving.py)
+
+
 def _client():
     from stack.runtime import docker_client
 
@@ -162,8 +165,6 @@ def wait_healthy(services: list, timeout_s: float = 300, log=print) -> None:
 
 
 def down(volumes: bool = False) -> None:
-    from stack.docker_serving import remove_all
-
     remove_all(_client())  # the containers a compare or scenario made (stack/docker_serving.py)
     compose("--profile", "all", "--profile", "load", "down", *(["-v"] if volumes else []))
     write_targets([])
@@ -174,3 +175,12 @@ def status() -> list:
     services = [c.labels.get("com.docker.compose.service", "") for c in _containers()] + \
         [service(n) for n in targeted_versions()]
     return [(svc, container_health(svc)) for svc in dict.fromkeys(services)]
+
+
+def remove_all(client=None) -> int:
+    """Every bench container of this project (`make down`); how many."""
+    client = client or _client()
+    found = client.containers.list(all=True, filters={"label": f"{BENCH_LABEL}={project()}"})
+    for c in found:
+        c.remove(force=True)
+    return len(found)

@@ -21,13 +21,14 @@ import os
 import time
 from pathlib import Path
 
-from stack import compose, knobs, ports
-from stack.docker_runtime import ROOT, DockerError, project
+from core import ports
+from stack import compose, knobs
+from stack.docker_runtime import BENCH_LABEL, ROOT, DockerError, project
 from stack.images import OFFLINE_PREFIX
 from stack.promconfig import service
-from stack.serving import LocalServing, Server, first_predict_ms, local_server, newest_state
+from stack.local_serving import LocalServing
+from stack.serving import Server, first_predict_ms, local_server, newest_state
 
-BENCH_LABEL = "tfsb.project"
 START_BUDGET_S = 300.0  # to AVAILABLE, after the container starts (a vfs engine copies the image first)
 
 
@@ -199,6 +200,9 @@ class DockerServing:
         return json.loads(mine.labels.get("tfsb.mode", "null"))
 
     # ---- the Serving interface ---------------------------------------------------------------
+    def check(self, protocols) -> None:
+        """Containers started here: their ports are the registry's, and `up` waits until they answer."""
+
     def up(self, batching: bool, batching_file=None, model_path=None) -> None:
         """Every server running in this mode; recreated where it runs otherwise (or not at all)."""
         for v in self.versions:
@@ -275,12 +279,3 @@ class DockerServing:
             mine, _ = self._existing(v)
             if mine is not None:
                 mine.remove(force=True)
-
-
-def remove_all(client=None) -> int:
-    """Every bench container of this project (`make down`); how many."""
-    client = client or _client()
-    found = client.containers.list(all=True, filters={"label": f"{BENCH_LABEL}={project()}"})
-    for c in found:
-        c.remove(force=True)
-    return len(found)

@@ -25,8 +25,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from stack.registry import load_registry
-from stack.venvs import compile_dirs, find_python, home, run_or_raise, uv_binary
+from core.registry import load_registry
+from core.venvs import compile_dirs, find_python, home, run_or_raise, uv_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")

@@ -3,7 +3,7 @@ kustomize tree. Everything comes from the same sources as docker-compose.yml: th
 images, compose's TF Serving flags and readiness check, ports.py, monitoring_configs/."""
 from __future__ import annotations
 
-from stack import ports
+from core import ports
 from stack.compose import AVAILABLE_CHECK, EXPORTER_IMAGE, LOADGEN_IMAGE, TFSERVING_FLAGS
 from stack.promconfig import SCRAPE_INTERVAL_S, service
 

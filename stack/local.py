@@ -15,11 +15,12 @@ from google.protobuf import text_format
 
 from fileio.atomic import write_atomic
 from models.prepare import MODEL_NAME, ROOT, check_base_path, ensure_example_model
-from stack import knobs, ports, procs
-from stack.registry import Registry, Version
-from stack.venvs import ensure_venv, venv_python
+from core import ports
+from core.paths import CONFIGS
+from stack import knobs, procs
+from core.registry import Registry, Version
+from core.venvs import ensure_venv, venv_python
 
-CONFIGS = ROOT / "monitoring_configs"
 
 
 def state_dir() -> Path:
@@ -84,7 +85,7 @@ def up_version(version: Version, registry: Registry, model_path: str | None = No
                batching: bool = True, bind: str = "127.0.0.1", timeout_s: float = 180,
                batching_file: Path | None = None, cpus: list | None = None, log=print) -> dict:
     """Start the version's model server (cpus: pin it there) unless it already runs."""
-    from stack.placement import pin_child
+    from core.placement import pin_child
 
     d = version_dir(version)
     d.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,8 @@ import urllib.request
 from pathlib import Path
 
 from fileio.atomic import write_atomic
-from stack import ports, procs, promconfig
+from core import ports
+from stack import procs, promconfig
 from stack.local import ROOT, StackError, state_dir
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from stack import ports
+from core import ports
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ["rules/tfserving.rules.yml", "alerts/tfserving.alerts.yml"]
@@ -54,7 +54,7 @@ def generate(versions: list, runtime: str = "local", sla_rules: str | None = Non
 
 
 def loadgen_targets_dir() -> Path:
-    from stack.paths import state_root
+    from core.paths import state_root
 
     return state_root() / "local" / "prometheus" / "targets"
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import time
 
-from stack import dashboards, ports
+from core import ports
+from stack import dashboards
 from stack.monitoring import running_versions
 from stack.targets import query
 

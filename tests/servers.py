@@ -10,8 +10,8 @@ import urllib.request
 from pathlib import Path
 
 from models.prepare import ROOT, ensure_example_model
-from stack.registry import load_registry
-from stack.venvs import ensure_venv, venv_python
+from core.registry import load_registry
+from core.venvs import ensure_venv, venv_python
 
 CONFIGS = ROOT / "monitoring_configs"
 TEST_VERSIONS = ("2.9", load_registry().newest.name)

@@ -10,7 +10,7 @@ from servers import TEST_VERSIONS, start_modelserver
 
 from loadgen import tfproto
 from models import zoo
-from stack.registry import load_registry
+from core.registry import load_registry
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stack.registry import load_registry
+from core.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = (ROOT / "stack" / "versions.yaml").read_text()
@@ -256,8 +256,8 @@ def _stored_run(tmp_path, run_id="r1"):
     from analysis import plan
     from analysis.compare import new_run
     from analysis.profiles import get
-    from stack import placement
-    from stack.serving import LocalServing
+    from core import placement
+    from stack.local_serving import LocalServing
 
     reg = load_registry()
     settings = plan.Settings(("2.9", "2.21"), (1,), (True,), ("rest",), get("quick"), 2, 50.0)

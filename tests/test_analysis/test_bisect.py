@@ -9,7 +9,7 @@ import pytest
 
 from analysis.bisect import first_beyond, markdown, report, search
 from analysis.releases import derived, newest_per_minor
-from stack.registry import load_registry
+from core.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW, FAST = [100.0, 101.0, 99.0, 100.5], [120.0, 121.0, 119.0, 120.5]  # rows/s of four processes

@@ -8,7 +8,8 @@ import pytest
 from fake_serving import Behaviour, FakeServing
 from servers import start_modelserver
 
-from analysis import counters, reconcile
+from analysis import reconcile
+from stack import counters
 from analysis.compare import measure_cell
 from analysis.plan import Settings
 from analysis.profiles import PROFILES

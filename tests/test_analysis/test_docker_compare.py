@@ -69,8 +69,8 @@ def test_compare_runs_on_containers_with_exact_reconciliation(denv, offline_imag
     # The healthchecks hit every server while it was measured, and none of their GETs was counted.
     assert all(c["client_vs_server"]["exact"] and c["client_vs_server"]["ok"] for c in rep["crosscheck"])
     assert all(c["server_vs_prometheus"]["ok"] for c in rep["crosscheck"])
-    from analysis import counters
-    from stack.registry import load_registry
+    from stack import counters
+    from core.registry import load_registry
     reg = load_registry()
     for v in TEST_VERSIONS:
         port = reg.get(v).ports.rest + 12000

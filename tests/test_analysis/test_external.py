@@ -69,7 +69,7 @@ def test_report_reconciles_against_their_prometheus(external):
 
 
 def test_targets_syntax():
-    from stack.serving import parse_targets
+    from stack.external import parse_targets
 
     a, b = parse_targets("2.9=grpc://h1:8500 new=rest://[::1]:8601,grpc://[::1]:8600,metrics=http://m:9/x")
     assert (a.name, a.host, a.grpc, a.rest) == ("2.9", "h1", 8500, None)

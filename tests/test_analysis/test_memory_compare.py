@@ -69,7 +69,7 @@ def test_a_growing_model_is_called_growing_and_the_example_model_flat_in_the_sam
 
 ALIAS_UP = """
 from stack import local
-from stack.registry import load_registry
+from core.registry import load_registry
 reg = load_registry().with_alias("{v}")
 local.up_version(reg.get("{v}-b"), reg, log=lambda *_: None)
 """

@@ -2,7 +2,7 @@
 source at the pinned tags): status GETs left out of the inference counts, the batch size of 2.6-2.9
 (a PercentileSampler scalar) read another way, the six-digit `_sum` turned into a stated precision,
 and the preflight naming each difference in one line."""
-from analysis import counters
+from stack import counters
 from stack import preflight
 
 P = ":tensorflow:serving:"

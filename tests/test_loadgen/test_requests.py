@@ -12,7 +12,7 @@ from tests.test_loadgen.helpers import loadgen_summary, steady
 from loadgen import examples, requestset, tfproto
 from loadgen.scenario import Target
 from models import zoo
-from stack.registry import load_registry
+from core.registry import load_registry
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 from servers import CONFIGS, TEST_VERSIONS, start_modelserver
 
-from analysis import counters
+from stack import counters
 
 pytestmark = pytest.mark.integration
 

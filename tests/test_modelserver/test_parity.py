@@ -18,7 +18,7 @@ from tensorflow_serving.apis import (classification_pb2, inference_pb2, model_ma
                                      prediction_service_pb2_grpc, regression_pb2)
 
 from models.prepare import ensure_test_models
-from stack.registry import load_registry
+from core.registry import load_registry
 
 pytestmark = pytest.mark.integration
 

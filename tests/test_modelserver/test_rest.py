@@ -102,7 +102,7 @@ def test_status_and_metadata_gets_count_as_tf_serving_counts_them(server):
     """http_server.cc: every REST request goes into request_count and, when OK, into request_latency
     with the URL's method as API: "" for status and metadata GETs (healthchecks, probes). The
     metrics page itself is not counted. The compare's reader leaves the GETs out of its counts."""
-    from analysis import counters
+    from stack import counters
 
     metrics = server.url("/monitoring/prometheus/metrics")
 

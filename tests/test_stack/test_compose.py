@@ -20,8 +20,9 @@ import numpy as np
 import pytest
 import yaml
 
-from stack import compose, docker_runtime, ports, promconfig
-from stack.registry import load_registry
+from core import ports
+from stack import compose, docker_runtime, promconfig
+from core.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = "tfsbtest"

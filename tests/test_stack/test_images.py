@@ -13,7 +13,7 @@ from fileio import http
 from stack import images
 from stack.compose import image_variable
 from stack.docker_serving import DockerServing
-from stack.registry import load_registry
+from core.registry import load_registry
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from stack import ports
-from stack.registry import load_registry
+from core import ports
+from core.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from stack.registry import load_registry
+from core.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKED_IN = ROOT / "deploy" / "k8s" / "generated"

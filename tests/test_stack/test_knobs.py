@@ -1,9 +1,10 @@
 """KNOBS: each combination of TF settings is a server of its own, with its own ports, environment and flags."""
 import pytest
 
-from stack import knobs, ports
+from core import ports
+from stack import knobs
 from stack.local import server_command
-from stack.registry import load_registry
+from core.registry import load_registry
 
 
 def test_every_combination_of_every_version_is_a_named_server_on_its_own_ports():

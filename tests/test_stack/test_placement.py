@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from stack.compose import generate
-from stack.placement import Placement, pin_child, plan
-from stack.registry import load_registry
+from core.placement import Placement, pin_child, plan
+from core.registry import load_registry
 
 
 def test_four_or_more_cores_are_split_disjoint_and_fewer_are_shared_and_said():

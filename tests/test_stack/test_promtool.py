@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from stack import promconfig
-from stack.registry import load_registry
+from core.registry import load_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 PROM = ROOT / "prometheus"

@@ -2,7 +2,7 @@
 wheels for, and only a version that shares none keeps its own."""
 import pytest
 
-from stack.registry import RegistryError, load_registry
+from core.registry import RegistryError, load_registry
 
 
 def _pythons(names: str) -> dict:

@@ -3,15 +3,17 @@ import inspect
 
 import pytest
 
+from core.registry import load_registry
 from stack.docker_serving import DockerServing
-from stack.registry import load_registry
-from stack.serving import ExternalServing, LocalServing, Serving, parse_targets
+from stack.external import ExternalServing, parse_targets
+from stack.local_serving import LocalServing
+from stack.serving import Serving
 
 METHODS = [n for n, v in vars(Serving).items() if inspect.isfunction(v) and not n.startswith("_")]
 
 
 def test_the_contract_names_what_compare_calibrate_and_scenarios_use():
-    assert set(METHODS) == {"up", "cold_start", "restart", "resources", "monitoring", "model_dir", "ceiling_command",
+    assert set(METHODS) == {"check", "up", "cold_start", "restart", "resources", "monitoring", "model_dir", "ceiling_command",
                             "server_path"}
 
 

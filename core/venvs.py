@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stack.registry import Registry, Version
+from core.registry import Registry, Version
 
 
 class VenvError(RuntimeError):

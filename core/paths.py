@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "monitoring_configs"  # TF Serving's model, monitoring and batching configs, every runtime's
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 

@@ -1,6 +1,6 @@
 """The versions registry (stack/versions.yaml): version -> images, pins, python, ports.
 
-    >>> from stack.registry import load_registry
+    >>> from core.registry import load_registry
     >>> reg = load_registry()
     >>> reg.get("2.9").ports.rest
     8591
@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 
-REGISTRY_PATH = Path(__file__).with_name("versions.yaml")
+REGISTRY_PATH = Path(__file__).resolve().parent.parent / "stack" / "versions.yaml"  # where users edit it
 
 
 class RegistryError(ValueError):
@@ -168,7 +168,7 @@ def _version(name: str, raw: object, where: str) -> Version:
 
 
 def load_registry(path: str | os.PathLike | None = None) -> Registry:
-    from stack.safe_yaml import YamlError, load_path
+    from core.safe_yaml import YamlError, load_path
 
     path = Path(path or os.environ.get("TFSB_VERSIONS_FILE") or REGISTRY_PATH)
     try:
