@@ -8,6 +8,9 @@ import sys
 import time
 
 from analysis import baseline, runstore
+from core.errors import BenchError, Failed, UsageError, run_main
+from fileio.atomic import WriteError
+from fileio.http import ReadError
 from loadgen import stopping
 from loadgen.argtypes import OneLineParser, number
 from loadgen.cli import new_run_id
@@ -16,6 +19,7 @@ from loadgen.schedule import MAX_RATE
 
 REPEATS = number(1, 1000, integer=True, name="REPEAT")  # repeats per cell
 from analysis.profiles import get as get_profile
+from core import settings
 
 
 def settings_from(a, versions: list):
@@ -25,10 +29,10 @@ def settings_from(a, versions: list):
     profile = get_profile(a.profile)
     repeat = a.repeat if a.repeat is not None else profile.repeat
     if repeat < 1:
-        raise ValueError(f"REPEAT must be >= 1, got {repeat}")
+        raise UsageError(f"REPEAT must be >= 1, got {repeat}")
     sla = plan.parse_sla(a.sla_ms) or profile.sla_p99_ms
     if a.api not in ("auto", "predict", "classify", "regress", "multi"):
-        raise ValueError(f"API must be auto, predict, classify, regress or multi, got {a.api!r}")
+        raise UsageError(f"API must be auto, predict, classify, regress or multi, got {a.api!r}")
     s = plan.Settings(tuple(v.name for v in versions), plan.parse_rows(a.rows),
                       plan.parse_choice(a.batching, "BATCHING", plan.BATCHING),
                       plan.parse_choice(a.protocol, "PROTOCOL", plan.PROTOCOLS), profile, repeat, sla,
@@ -44,7 +48,7 @@ def _check_rows_fit_batches(settings) -> None:
     if True in settings.batching:
         limit = load_batching(str(CONFIGS / "batching.config")).max_batch_size
         if max(settings.rows) > limit:
-            raise ValueError(f"ROWS {max(settings.rows)} is larger than max_batch_size {limit} of "
+            raise UsageError(f"ROWS {max(settings.rows)} is larger than max_batch_size {limit} of "
                              "monitoring_configs/batching.config; use BATCHING=off or fewer rows")
 
 
@@ -53,10 +57,10 @@ def _external(a, reg):
     from stack.runtimes import serving_for
 
     if not a.prometheus:
-        raise ValueError("TARGETS needs PROMETHEUS=http://host:9090: the Prometheus that scrapes those servers "
+        raise UsageError("TARGETS needs PROMETHEUS=http://host:9090: the Prometheus that scrapes those servers "
                          "with a `version` label equal to each TARGETS name")
     if not re.fullmatch(r"https?://[\w.\-]+(:\d{1,5})?(/\S*)?", a.prometheus):
-        raise ValueError(f"PROMETHEUS must be an http(s) URL, got {a.prometheus!r}")
+        raise UsageError(f"PROMETHEUS must be an http(s) URL, got {a.prometheus!r}")
     return serving_for("external", reg, [], a.model or None, targets=a.targets, prometheus=a.prometheus,
                        model_name=a.model_name)
 
@@ -101,9 +105,9 @@ def _compare(a, reg, versions, log=print, model_for: dict | None = None) -> int:
               f"up. `make report RUN={run_id}` reports them, `make compare ... RUN={run_id}` resumes.",
               file=sys.stderr)
         raise
-    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, OSError) as e:  # one line, with the run
-        failed = RuntimeError(f"{e} (run {run_id} is saved as failed; `make compare ... RUN={run_id}` resumes it)"
-                              if _saved_as_failed(run_id) else str(e))  # a bad RUN=, a read-only results dir
+    except (BenchError, ReadError, WriteError) as e:  # one line, with the run (a bug shows its traceback)
+        failed = BenchError(f"{e} (run {run_id} is saved as failed; `make compare ... RUN={run_id}` resumes it)"
+                            if _saved_as_failed(run_id) else str(e))  # a bad RUN=, a read-only results dir
         failed.exit_code = getattr(e, "exit_code", 2)
         raise failed from None
     log(f"measured in {time.time() - t0:.0f}s; run id {run['run_id']}")
@@ -126,7 +130,7 @@ def cmd_compare(a) -> int:
 
     reg = load_registry()
     if a.knobs and a.targets:
-        raise ValueError("KNOBS applies to servers this stack starts, not to TARGETS started elsewhere")
+        raise UsageError("KNOBS applies to servers this stack starts, not to TARGETS started elsewhere")
     reg, versions = knobs.expand(reg, reg.select(a.versions), a.knobs)  # each knob combination: a server
     return _compare(a, reg, versions)
 
@@ -151,9 +155,9 @@ def _ints(text: str, what: str) -> list:
     try:
         out = [int(x) for x in text.replace(",", " ").split()]
     except ValueError:
-        raise ValueError(f"{what} must be whole numbers, got {text!r}") from None
+        raise UsageError(f"{what} must be whole numbers, got {text!r}") from None
     if not out or min(out) < 0:
-        raise ValueError(f"{what} must be non-negative whole numbers, got {text!r}")
+        raise UsageError(f"{what} must be non-negative whole numbers, got {text!r}")
     return out
 
 
@@ -169,12 +173,12 @@ def cmd_scenario(a) -> int:
     reg, versions = knobs.expand(reg, reg.select(a.versions), a.knobs)  # KNOBS="malloc=glibc,jemalloc": a server each
     profile = get_profile(a.profile)
     if a.repeat < 1:
-        raise ValueError(f"REPEAT must be >= 1, got {a.repeat}")
+        raise UsageError(f"REPEAT must be >= 1, got {a.repeat}")
     opts = {"max_batch": _ints(a.max_batch, "MAX_BATCH"), "timeout_us": _ints(a.timeout_us, "TIMEOUT_US"),
             "threads": _ints(a.threads, "THREADS"), "concurrency": a.concurrency, "rate": a.rate,
             "cycles": a.cycles, "cycle_s": a.cycle_s, "phase_s": a.phase_s}
     if min(opts["max_batch"]) < 1 or min(opts["threads"]) < 1 or a.concurrency < 1 or a.rate <= 0:
-        raise ValueError("MAX_BATCH, THREADS, CONCURRENCY and RATE must be positive")
+        raise UsageError("MAX_BATCH, THREADS, CONCURRENCY and RATE must be positive")
     if a.name == "reload":
         from analysis import reload
         reload.check(a.cycles, a.cycle_s)
@@ -205,23 +209,23 @@ def cmd_bisect(a) -> int:
     lo, hi = reg.select([a.from_version, a.to_version])  # one interpreter for both ends, and every release between
     rows = parse_rows(a.rows)
     if len(rows) != 1:
-        raise ValueError(f"ROWS must be one row count for a bisect, got {a.rows!r}")
+        raise UsageError(f"ROWS must be one row count for a bisect, got {a.rows!r}")
     if tuple(map(int, lo.tensorflow.split("."))) >= tuple(map(int, hi.tensorflow.split("."))):
-        raise ValueError(f"FROM must be an older release than TO, got FROM={a.from_version} TO={a.to_version}")
+        raise UsageError(f"FROM must be an older release than TO, got FROM={a.from_version} TO={a.to_version}")
     if a.model:
         from models.prepare import check_base_path
         check_base_path(a.model)
     if a.pin not in ("0", "1"):
-        raise ValueError(f"PIN must be 1 (each ceiling process on one core) or 0 (on all cores), got {a.pin!r}")
+        raise UsageError(f"PIN must be 1 (each ceiling process on one core) or 0 (on all cores), got {a.pin!r}")
     if a.every not in ("0", "1"):
-        raise ValueError(f"EVERY must be 1 (measure every release, interleaved) or 0 (binary search), got {a.every!r}")
+        raise UsageError(f"EVERY must be 1 (measure every release, interleaved) or 0 (binary search), got {a.every!r}")
     out = run_bisect(reg, lo, hi, rows[0], profile, a.model or None, pin=a.pin == "1", every=a.every == "1")
     print(write(out))
     print(f"written: {runstore.results_dir() / out['id'] / 'bisect.md'} and bisect.json")
     return 0
 
 
-class NothingMeasured(RuntimeError):
+class NothingMeasured(Failed):
     exit_code = 3  # the README's "the result is invalid"
 
 
@@ -245,7 +249,7 @@ def cmd_query(a) -> int:
     starts = [c["start"] for c in run["cells"].values()]
     ends = [c["end"] for c in run["cells"].values()]
     if not starts:
-        raise ValueError(f"run {a.run} has no measurement yet")
+        raise UsageError(f"run {a.run} has no measurement yet")
     start, end = min(starts), max(ends)
     expr = a.promql.replace("$window", f"{max(1, int(end - start))}s")
     for r in promql.instant(expr, end, run["config"].get("prometheus")):
@@ -283,7 +287,7 @@ def cmd_regress(a) -> int:
     # before anything starts: the server must take the baseline's rows, and the baseline must hold levels
     _check_rows_fit_batches(settings)
     if not any(r["version"] == base["baseline_version"] for r in base["rows"]):
-        raise ValueError(f"baseline {a.baseline!r} holds no measured level of its version "
+        raise UsageError(f"baseline {a.baseline!r} holds no measured level of its version "
                          f"{base['baseline_version']}: nothing to gate against")
     place = placement.plan(None, placement.isolate_from_env())
     runtime = pick_runtime(a.runtime)
@@ -293,7 +297,7 @@ def cmd_regress(a) -> int:
     current = build(run["run_id"], log=lambda *_: None)
     rows = baseline.gate(base, current, version.name, a.tolerance)
     if not rows:
-        raise ValueError(f"baseline {a.baseline!r} and this run share no load level")
+        raise UsageError(f"baseline {a.baseline!r} and this run share no load level")
     print(f"regression gate: {version.name} (run {run['run_id']}) against baseline {a.baseline!r}, "
           f"tolerance {a.tolerance:.0%}")
     print(f"{'level':<22} {'metric':<7} {'baseline':>10} {'current':>10} {'limit':>10}  verdict")
@@ -304,11 +308,13 @@ def cmd_regress(a) -> int:
     return 1 if failed else 0
 
 
-def main(argv=None) -> int:
+def build_parser() -> OneLineParser:
+    """Every command's flags, each defaulting to the Makefile's variable of the same name (the entry point's
+    settings: nothing below it reads them)."""
     p = OneLineParser(prog="python -m analysis")
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("compare", help="the whole protocol, repeated, with a report")
-    c.add_argument("--versions", default=os.environ.get("VERSIONS", "2.9 2.21"), help="baseline first")
+    c.add_argument("--versions", default=os.environ.get("VERSIONS", settings.DEFAULT_VERSIONS), help="baseline first")
     c.add_argument("--knobs", default=os.environ.get("KNOBS", ""),
                    help='TF settings as compare dimensions, e.g. "onednn=0,1" or "intra_op=1,2 inter_op=1" '
                         "(stack/knobs.py): every combination of every version is one server")
@@ -402,27 +408,31 @@ def main(argv=None) -> int:
     sc.add_argument("--runtime", default=os.environ.get("RUNTIME", "auto"), choices=["auto", "local", "docker"])
     sc.add_argument("--knobs", default=os.environ.get("KNOBS", ""),
                     help='each combination a server of its own, as in compare (e.g. "malloc=glibc,jemalloc")')
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
     stopping.install()
     commands = {"compare": cmd_compare, "calibrate": cmd_calibrate, "report": cmd_report, "bisect": cmd_bisect,
                 "query": cmd_query, "baseline": cmd_baseline, "regress": cmd_regress, "scenario": cmd_scenario}
     measures = a.cmd in ("compare", "calibrate", "bisect", "regress", "scenario") and not getattr(a, "targets", "")
-    try:
-        if not measures:
-            return commands[a.cmd](a)
-        from stack import procs
-        from core.paths import state_root
 
-        what = " ".join(["analysis", a.cmd, *(sys.argv[2:] if argv is None else argv[1:])])[:160]
-        with procs.measurement_lock(state_root(), f"`{what}`"):
-            return commands[a.cmd](a)
-    except stopping.Interrupted as e:
-        if a.cmd != "compare":  # compare said what it saved
-            print(str(e), file=sys.stderr)
-        return e.exit_code
-    except (ValueError, FileNotFoundError, FileExistsError, RuntimeError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return getattr(e, "exit_code", 2)  # 3: a server did not answer (stack.serving.Unreachable)
+    def dispatch() -> int:
+        try:
+            if not measures:
+                return commands[a.cmd](a)
+            from core.paths import state_root
+            from stack import procs
+
+            what = " ".join(["analysis", a.cmd, *(sys.argv[2:] if argv is None else argv[1:])])[:160]
+            with procs.measurement_lock(state_root(), f"`{what}`"):
+                return commands[a.cmd](a)
+        except stopping.Interrupted as e:
+            if a.cmd != "compare":  # compare said what it saved
+                print(str(e), file=sys.stderr)
+            return e.exit_code
+    return run_main(dispatch, boundary=(ReadError, WriteError))
 
 
 if __name__ == "__main__":

@@ -8,18 +8,19 @@ QPS is worse than the baseline beyond the confidence interval and a tolerance.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 from analysis import runstore, schemas
 from loadgen.summary import write_json_atomic
 from core.paths import check_name
+from core.errors import Exists, Missing, UsageError
+from core import settings
 
 
 def baselines_dir() -> Path:
     # TFSB_BASELINES lets tests (and CI jobs) keep their archive out of the checkout.
-    return Path(os.environ.get("TFSB_BASELINES") or runstore.ROOT / "baselines")
+    return settings.baselines_root()
 
 
 def archive(run_id: str, name: str, force: bool = False) -> Path:
@@ -27,12 +28,12 @@ def archive(run_id: str, name: str, force: bool = False) -> Path:
 
     path = baselines_dir() / f"{check_name(name, 'baseline name')}.json"
     if path.exists() and not force:
-        raise FileExistsError(f"baseline {name!r} exists ({path}); FORCE=1 replaces it")
+        raise Exists(f"baseline {name!r} exists ({path}); FORCE=1 replaces it")
     run = runstore.load(run_id)
     if run["status"] != "done":  # a gate against half a run would pass or fail on what was never measured
         planned = planned_keys(run["config"])
         missing = [k for k in planned if k not in run["cells"]]
-        raise ValueError(f"run {run_id} is {run['status']} ({len(missing)} of {len(planned)} measurements missing): "
+        raise UsageError(f"run {run_id} is {run['status']} ({len(missing)} of {len(planned)} measurements missing): "
                          f"a baseline is made from a complete run; `make compare ... RUN={run_id}` finishes it")
     rep = build(run_id, log=lambda *_: None)
     write_json_atomic(str(path), {"schema_version": schemas.SCHEMA_VERSION, "name": name,
@@ -46,7 +47,7 @@ def load(name: str) -> dict:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
         known = ", ".join(p.stem for p in sorted(baselines_dir().glob("*.json"))) or "none"
-        raise FileNotFoundError(f"no baseline {name!r} (known: {known})") from None
+        raise Missing(f"no baseline {name!r} (known: {known})") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise schemas.SchemaError(f"{path}: not valid JSON ({e})") from None
     return schemas.check(doc, schemas.BASELINE, str(path), note=lambda line: print(line, file=sys.stderr))

@@ -14,9 +14,10 @@ import subprocess
 
 from models.prepare import ROOT
 from stack import knobs
+from core.errors import Failed
 
 
-class CeilingError(RuntimeError):
+class CeilingError(Failed):
     """The in-process measurement failed; the message carries its last line of output."""
 
 

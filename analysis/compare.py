@@ -22,10 +22,11 @@ from loadgen.app import build_payloads, check_writable, measure
 from loadgen.errors import ServerRefused
 from loadgen.cli import new_run_id
 from loadgen.scenario import Load, Payload, Scenario, Target, check
-from loadgen.search import search_one
+from loadgen.search import Sla, search_one
 from core import ports
 from stack import preflight
 from stack.promconfig import SCRAPE_INTERVAL_S
+from core.errors import BenchError, EXIT_UNREACHABLE, EXIT_USAGE, Unreachable
 
 # A server idle this long before and after its cell has a Prometheus sample on each side taken
 # with nothing in flight: the reconciliation can then be exact (analysis/reconcile.py).
@@ -46,7 +47,7 @@ def wait_scraped(prom: str, names: list, timeout_s: float = 30) -> None:
             time.sleep(2 * SCRAPE_INTERVAL_S)  # counters have a sample before the first window starts
             return
         time.sleep(0.5)
-    raise RuntimeError(f"Prometheus at {prom} does not scrape all of {names} after {timeout_s:.0f}s")
+    raise Unreachable(f"Prometheus at {prom} does not scrape all of {names} after {timeout_s:.0f}s")
 
 
 def requests_of(serving, server, settings: Settings) -> Payload:
@@ -172,69 +173,24 @@ def _busy(run: dict, names, t0: float) -> None:
 
 
 def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log) -> None:
-    """Every cell, cold start, ceiling and search the run still lacks; saved after each."""
+    """Every cell, cold start, ceiling and search the run still lacks, batching mode by mode; saved after each."""
     from core.placement import pin_self
 
     by_name = {s.name: s for s in serving.servers}
     todo = [c for c in plan.cells(settings) if plan.key(c) not in run["cells"]]
     payloads, last_seen, prom = {}, {}, None
     for batching in settings.batching:
+        first_mode = batching == settings.batching[0]
         mine = [c for c in todo if c["batching"] == batching]
-        ceiling_done = run["ceiling"] or not settings.profile.ceiling_windows
-        soak_todo = settings.profile.soak_s and batching == settings.batching[0] and \
-            set(by_name) - set(run.get("soak") or {})
-        if not mine and ceiling_done and not _search_todo(run, settings, batching) and not soak_todo:
+        if not mine and not _mode_lacks(run, settings, by_name, batching, first_mode):
             continue
-        # The cold starts first: each (re)creates its server in this mode, so up() below starts only the
-        # rest, and a container is not created twice (on the vfs driver each create copies the image).
-        if batching == settings.batching[0]:
-            probe = first_request(serving, settings)
-            coldstart.measure(run, list(serving.servers), settings.cold_starts,
-                              lambda s: serving.cold_start(s, batching, probe), log,
-                              lambda name, t0: _busy(run, [name], t0))
-        t0 = time.time()
-        serving.up(batching)
-        _busy(run, by_name, t0)
-        prom = serving.monitoring(settings.sla_p99_ms)
-        wait_scraped(prom, list(by_name))
-        memory.after_load(run, serving.servers, prom, log)  # idle, nothing sent yet (the cold starts' one request)
-        if "outputs" not in run and settings.profile.ceiling_windows:  # what each version answers, once
-            run["outputs"] = outputs.collect(serving, settings, lambda s: requests_of(serving, s, settings), log)
-            runstore.save(run)
-        if settings.profile.ceiling_windows:  # 0 only from the gate, which reads the levels (no profile allows it)
-            _ceilings(run, settings, serving, log)
-        if settings.profile.optrace_processes:  # after the ceiling, never inside it: tracing costs time
-            optable.measure_all(serving, serving.servers, list(settings.rows), settings.profile.optrace_processes,
-                                settings.profile.optrace_calls, run.setdefault("optrace", {}),
-                                lambda: runstore.save(run), log, requests=request_files(run, settings, serving))
+        if first_mode:  # each cold start (re)creates its server in this mode: up() then starts only the rest
+            _cold_starts(run, settings, serving, batching, log)
+        prom = _servers_up(run, settings, serving, by_name, batching, log)
+        _once_per_run(run, settings, serving, log)
         pin_self(placement.client)  # the client on its own cores (all of them when not isolated)
-        for i, c in enumerate(mine, 1):
-            stopping.check()  # a signal between cells (during a cold start, the ceiling, a sleep)
-            server = by_name[c["version"]]
-            pkey = (server.name, c["protocol"], c["rows"])
-            if pkey not in payloads:
-                s = scenario(server, c["protocol"], c["mode"], c["level"], settings.profile, run_id, c["rows"],
-                             requests=requests_of(serving, server, settings), signature=settings.signature)
-                payloads[pkey] = build_payloads(s)[s.targets[0].name]
-                log(f"  requests of {server.name}/{c['protocol']}, {c['rows']} rows: {payloads[pkey].api}, "
-                    f"{payloads[pkey].source}")
-            idle_since = last_seen.get(server.name)
-            if idle_since is not None:  # the server idle on both edges of its Prometheus samples
-                time.sleep(max(0.0, idle_since + IDLE_EDGE_S - time.time()))
-            before = serving.resources(server)  # a container's cgroup; None for processes and external servers
-            m = measure_cell(c, server, settings, run_id, payloads[pkey])
-            if server.name not in run.setdefault("preflight", {}):  # after its first cell: every family exists
-                run["preflight"][server.name] = lines = preflight.check(server, c["batching"])
-                for line in lines:
-                    log(f"  preflight: {line}")
-            if before is not None:
-                m["container"] = container_usage(before, serving.resources(server), m["end"] - m["warmup_start"])
-            last_seen[server.name] = time.time()
-            run["cells"][plan.key(c)] = m
-            runstore.save(run)
-            log(f"  [{len(run['cells'])}/{len(plan.cells(settings))}] rep {c['repeat'] + 1} " + _describe(c, m))
-            refused(server.name, m)
-        if settings.profile.soak_s and batching == settings.batching[0]:
+        _cells(run, mine, settings, serving, by_name, run_id, payloads, last_seen, log)
+        if settings.profile.soak_s and first_mode:
             memory.soak(run, serving.servers, settings.profile.soak_s, soak_load(serving, settings, run_id),
                         measure, prom, log, lambda name, t0: _busy(run, [name], t0))
         _search(run, settings, serving, by_name, batching, payloads, run_id, log)
@@ -242,6 +198,74 @@ def _measure(run: dict, settings: Settings, serving, placement, run_id: str, log
     if prom:
         memory.peaks(run, serving.servers, prom)
         runstore.save(run)
+
+
+def _mode_lacks(run, settings: Settings, by_name: dict, batching: bool, first_mode: bool) -> bool:
+    """Anything besides cells this batching mode still has to measure (a resumed run may lack only these)."""
+    ceiling_done = run["ceiling"] or not settings.profile.ceiling_windows
+    soak_todo = settings.profile.soak_s and first_mode and set(by_name) - set(run.get("soak") or {})
+    return bool(not ceiling_done or _search_todo(run, settings, batching) or soak_todo)
+
+
+def _cold_starts(run, settings: Settings, serving, batching: bool, log) -> None:
+    probe = first_request(serving, settings)
+    coldstart.measure(run, list(serving.servers), settings.cold_starts,
+                      lambda s: serving.cold_start(s, batching, probe), log, lambda name, t0: _busy(run, [name], t0))
+
+
+def _servers_up(run, settings: Settings, serving, by_name: dict, batching: bool, log) -> str:
+    """Every server up in this mode, Prometheus scraping them, their memory after load (idle): its URL."""
+    t0 = time.time()
+    serving.up(batching)
+    _busy(run, by_name, t0)
+    prom = serving.monitoring(settings.sla_p99_ms)
+    wait_scraped(prom, list(by_name))
+    memory.after_load(run, serving.servers, prom, log)  # idle, nothing sent yet (the cold starts' one request)
+    return prom
+
+
+def _once_per_run(run, settings: Settings, serving, log) -> None:
+    """What each version answers, its TF ceiling and its op table: once, before any load."""
+    if "outputs" not in run and settings.profile.ceiling_windows:
+        run["outputs"] = outputs.collect(serving, settings, lambda s: requests_of(serving, s, settings), log)
+        runstore.save(run)
+    if settings.profile.ceiling_windows:  # 0 only from the gate, which reads the levels (no profile allows it)
+        _ceilings(run, settings, serving, log)
+    if settings.profile.optrace_processes:  # after the ceiling, never inside it: tracing costs time
+        optable.measure_all(serving, serving.servers, list(settings.rows), settings.profile.optrace_processes,
+                            settings.profile.optrace_calls, run.setdefault("optrace", {}),
+                            lambda: runstore.save(run), log, requests=request_files(run, settings, serving))
+
+
+def _cells(run, mine: list, settings: Settings, serving, by_name: dict, run_id: str, payloads: dict,
+           last_seen: dict, log) -> None:
+    """The measurement windows of one batching mode, each saved as it ends; a refusing server stops the run."""
+    for c in mine:
+        stopping.check()  # a signal between cells (during a cold start, the ceiling, a sleep)
+        server = by_name[c["version"]]
+        pkey = (server.name, c["protocol"], c["rows"])
+        if pkey not in payloads:
+            s = scenario(server, c["protocol"], c["mode"], c["level"], settings.profile, run_id, c["rows"],
+                         requests=requests_of(serving, server, settings), signature=settings.signature)
+            payloads[pkey] = build_payloads(s)[s.targets[0].name]
+            log(f"  requests of {server.name}/{c['protocol']}, {c['rows']} rows: {payloads[pkey].api}, "
+                f"{payloads[pkey].source}")
+        idle_since = last_seen.get(server.name)
+        if idle_since is not None:  # the server idle on both edges of its Prometheus samples
+            time.sleep(max(0.0, idle_since + IDLE_EDGE_S - time.time()))
+        before = serving.resources(server)  # a container's cgroup; None for processes and external servers
+        m = measure_cell(c, server, settings, run_id, payloads[pkey])
+        if server.name not in run.setdefault("preflight", {}):  # after its first cell: every family exists
+            run["preflight"][server.name] = lines = preflight.check(server, c["batching"])
+            for line in lines:
+                log(f"  preflight: {line}")
+        if before is not None:
+            m["container"] = container_usage(before, serving.resources(server), m["end"] - m["warmup_start"])
+        last_seen[server.name] = time.time()
+        run["cells"][plan.key(c)] = m
+        runstore.save(run)
+        log(f"  [{len(run['cells'])}/{len(plan.cells(settings))}] rep {c['repeat'] + 1} " + _describe(c, m))
+        refused(server.name, m)
 
 
 def soak_load(serving, settings: Settings, run_id: str):
@@ -321,11 +345,8 @@ def run_compare(settings: Settings, serving, placement, run_id: str = "", runtim
     except Exception as e:  # a server that would not start, a disk, a bug: said once, the run kept resumable
         run["status"], run["failed"] = "failed", {"error": str(e) or type(e).__name__, "at": time.time()}
         runstore.save(run)
-        if not hasattr(e, "exit_code"):  # servers were started: a server or its result failed (3), no usage error
-            try:
-                e.exit_code = 3
-            except AttributeError:  # an exception class that takes no attributes: the caller's default (2)
-                pass
+        if isinstance(e, BenchError) and e.exit_code == EXIT_USAGE:  # servers were started: a server or its
+            e.exit_code = EXIT_UNREACHABLE  # result failed (3), never a usage error; a bug stays a bug (70)
         raise
     run["status"] = "done"
     run["finished"] = time.time()
@@ -351,12 +372,12 @@ def _search(run, settings: Settings, serving, by_name, batching: bool, payloads,
         s = scenario(server, proto, "poisson", p.search_low, p, run_id, rows, settings.sla_p99_ms,
                      requests=requests_of(serving, server, settings), signature=settings.signature)
         s.load.duration, s.metrics_port = p.search_window_s, 0
-        s._sla_p99_ms, s._sla_errors = settings.sla_p99_ms, 0.01
         log(f"  max stable QPS of {name}/{proto}, {rows} rows, batching {plan.batching_name(batching)} "
             f"(P99 <= {settings.sla_p99_ms:g} ms, errors < 1%):")
         payload = payloads.get((name, proto, rows)) or build_payloads(s)[s.targets[0].name]
         t0 = time.time()
         run["search"][k] = search_one(copy.deepcopy(s), {s.targets[0].name: payload}, p.search_low,
-                                      p.search_high, 0.15, p.search_probes, log=lambda m: log("  " + m))
+                                      p.search_high, 0.15, p.search_probes, Sla(settings.sla_p99_ms, 0.01),
+                                      log=lambda m: log("  " + m))
         _busy(run, [name], t0)
         runstore.save(run)

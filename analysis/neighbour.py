@@ -19,6 +19,7 @@ from analysis import neighbour_steps, runstore
 from analysis.compare import scenario as cell_scenario
 from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure
+from core.errors import UsageError
 
 PHASES = ("before", "load", "reload", "unload")
 NAME_B = "neighbour"
@@ -32,7 +33,7 @@ def neighbour(serving, p: Profile, run_id: str, model_b, rate: float = 100.0, ph
     for server in serving.servers:
         root = runstore.run_dir(run_id) / "models" / f"tf{server.name}"
         if serving.server_path(server, root) is None:
-            raise ValueError(f"NAME=neighbour needs a second model the server can read; {server.name} cannot read "
+            raise UsageError(f"NAME=neighbour needs a second model the server can read; {server.name} cannot read "
                              "this machine's files (a container mounts one model base): use RUNTIME=local")
         shutil.rmtree(root, ignore_errors=True)
         bases = {server.model: root / "a", NAME_B: root / "b"}

@@ -12,6 +12,7 @@ import grpc
 
 from loadgen.tfproto import ReloadConfigRequest, ReloadConfigResponse  # tensorflow-serving-api's import TensorFlow
 from stack.serving import wait_states
+from core.errors import Failed
 
 RELOAD = "/tensorflow.serving.ModelService/HandleReloadConfigRequest"
 
@@ -28,7 +29,7 @@ def reload_config(server, models: dict, timeout_s: float = 300) -> None:
                               response_deserializer=ReloadConfigResponse.FromString)
         resp = call(req, timeout=timeout_s)
     if resp.status.error_code:
-        raise RuntimeError(f"{server.name} refused the model config: {resp.status.error_message}")
+        raise Failed(f"{server.name} refused the model config: {resp.status.error_message}")
 
 
 def _wait(server, model: str, done, t0: float, timeout_s: float) -> float | None:

@@ -17,13 +17,14 @@ from fileio import http
 from loadgen import payload as payload_mod
 from loadgen.app import build_payloads
 from loadgen.scenario import Load, Payload, Scenario, Target
+from core.errors import Failed
 
 REQUESTS = 8                  # requests of the set whose answers are compared
 RTOL, ATOL = 1e-5, 1e-6       # "within 1e-5": |a - b| <= ATOL + RTOL * |baseline|
 MAX_ANSWER_BYTES = 64 * 2**20
 
 
-class OutputError(RuntimeError):
+class OutputError(Failed):
     """A server that did not answer the outputs check (exit 3)."""
     exit_code = 3
 

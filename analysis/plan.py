@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from analysis.profiles import Profile
+from core.errors import UsageError
 
 BATCHING = {"on": [True], "off": [False], "both": [True, False]}
 PROTOCOLS = {"rest": ["rest"], "grpc": ["grpc"], "both": ["rest", "grpc"]}
@@ -41,15 +42,15 @@ def parse_rows(text: str) -> tuple:
     try:
         rows = [int(x) for x in str(text).replace(",", " ").split()]
     except ValueError:
-        raise ValueError(f"ROWS must be whole numbers of rows per request, e.g. \"1 32\"; got {text!r}") from None
+        raise UsageError(f"ROWS must be whole numbers of rows per request, e.g. \"1 32\"; got {text!r}") from None
     if not rows or min(rows) < 1:
-        raise ValueError(f"ROWS must be whole numbers >= 1, got {text!r}")
+        raise UsageError(f"ROWS must be whole numbers >= 1, got {text!r}")
     return tuple(sorted(set(rows)))
 
 
 def parse_choice(text: str, what: str, table: dict) -> tuple:
     if text not in table:
-        raise ValueError(f"{what} must be one of {', '.join(table)}, got {text!r}")
+        raise UsageError(f"{what} must be one of {', '.join(table)}, got {text!r}")
     return tuple(table[text])
 
 
@@ -61,7 +62,7 @@ def parse_sla(text) -> float | None:
     except ValueError:
         v = float("nan")
     if not v > 0 or v == float("inf"):
-        raise ValueError(f"SLA_MS must be a number of milliseconds > 0, got {text!r}")
+        raise UsageError(f"SLA_MS must be a number of milliseconds > 0, got {text!r}")
     return v
 
 

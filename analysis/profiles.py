@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from core.errors import UsageError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +78,7 @@ def from_mapping(raw: dict, where: str, base: Profile | None = None) -> Profile:
     """A Profile from a mapping; every bad field is reported, all of them in one error."""
     base = base or PROFILES["quick"]
     if not isinstance(raw, dict):
-        raise ValueError(f"{where}: a profile is a mapping of fields (concurrency, rates, window_s, ...)")
+        raise UsageError(f"{where}: a profile is a mapping of fields (concurrency, rates, window_s, ...)")
     fields = {f.name for f in dataclasses.fields(Profile)}
     errors = [f"unknown field {k!r} (known: {', '.join(sorted(fields - {'name'}))})"
               for k in raw if k not in fields or k == "name"]
@@ -105,7 +106,7 @@ def from_mapping(raw: dict, where: str, base: Profile | None = None) -> Profile:
     if p and p.search_probes and not p.search_low < p.search_high:
         errors.append(f"search_low ({p.search_low:g}) must be below search_high ({p.search_high:g})")
     if errors:
-        raise ValueError(f"PROFILE {where}: " + "; ".join(errors))
+        raise UsageError(f"PROFILE {where}: " + "; ".join(errors))
     return p
 
 
@@ -114,11 +115,11 @@ def get(name: str) -> Profile:
     if name in PROFILES:
         return PROFILES[name]
     if not name.endswith((".yaml", ".yml")):
-        raise ValueError(f"unknown PROFILE {name!r}; known: {', '.join(PROFILES)}, or a path to a .yaml profile")
+        raise UsageError(f"unknown PROFILE {name!r}; known: {', '.join(PROFILES)}, or a path to a .yaml profile")
     from core.safe_yaml import YamlError, load_path
 
     try:
         raw = load_path(name)
     except YamlError as e:
-        raise ValueError(f"PROFILE {e}") from None
+        raise UsageError(f"PROFILE {e}") from None
     return from_mapping(raw, name)

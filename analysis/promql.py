@@ -7,6 +7,7 @@ import urllib.parse
 
 from fileio import http
 from core import ports
+from core.errors import Failed
 
 
 def prometheus_url() -> str:
@@ -17,7 +18,7 @@ def instant(expr: str, at: float, url: str | None = None) -> list:
     q = urllib.parse.urlencode({"query": expr, "time": f"{at:.3f}"})
     body = json.loads(http.get(f"{url or prometheus_url()}/api/v1/query?{q}", timeout_s=15))
     if body.get("status") != "success":
-        raise ValueError(f"Prometheus rejected {expr!r}: {body.get('error')}")
+        raise Failed(f"Prometheus rejected {expr!r}: {body.get('error')}")
     return body["data"]["result"]
 
 
@@ -33,7 +34,7 @@ def series_range(expr: str, start: float, end: float, step: float = 5, url: str 
     q = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"})
     body = json.loads(http.get(f"{url or prometheus_url()}/api/v1/query_range?{q}", timeout_s=30))
     if body.get("status") != "success":
-        raise ValueError(f"Prometheus rejected {expr!r}: {body.get('error')}")
+        raise Failed(f"Prometheus rejected {expr!r}: {body.get('error')}")
     return body["data"]["result"]
 
 

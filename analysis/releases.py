@@ -17,12 +17,13 @@ import urllib.request
 from fileio.atomic import write_atomic
 from core.registry import Ports, Registry, Version, dist_name
 from core.venvs import home
+from core.errors import Unreachable
 
 PYPI = "https://pypi.org/pypi/{}/json"
 CACHE_S = 24 * 3600
 
 
-class ReleaseError(RuntimeError):
+class ReleaseError(Unreachable):
     """PyPI could not be read: exit 3 (the README's table)."""
     exit_code = 3
 

@@ -20,6 +20,7 @@ from analysis.profiles import Profile
 from loadgen.app import build_payloads, measure
 from stack.promconfig import SCRAPE_INTERVAL_S
 from stack.serving import wait_states
+from core.errors import UsageError
 
 FLOOR_MIB = 1.0  # per cycle: the example model's weights are 0.4 MiB, a ResNet-50's about 100
 MIN_CYCLE_S = 2 * SCRAPE_INTERVAL_S + 1.0  # a switch (poll every second) and a scrape after it
@@ -27,7 +28,7 @@ MIN_CYCLE_S = 2 * SCRAPE_INTERVAL_S + 1.0  # a switch (poll every second) and a 
 
 def check(cycles: int, cycle_s: float) -> None:
     if cycles < 2 or cycle_s < MIN_CYCLE_S:
-        raise ValueError(f"CYCLES must be >= 2 ({cycles} given) and each reload cycle takes at least {MIN_CYCLE_S:g} s "
+        raise UsageError(f"CYCLES must be >= 2 ({cycles} given) and each reload cycle takes at least {MIN_CYCLE_S:g} s "
                          f"(a switch, polled every second, and a scrape after it; CYCLE_S={cycle_s:g} given)")
 
 

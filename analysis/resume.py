@@ -8,6 +8,7 @@ one line with both values, so the user can give the run's settings again or star
 from __future__ import annotations
 
 import json
+from core.errors import UsageError
 
 # What decides what a cell measures; prometheus and the servers' addresses may move between
 # sessions (another port offset) without changing the measurement.
@@ -18,7 +19,7 @@ FLAG = {"versions": "VERSIONS", "rows": "ROWS", "batching": "BATCHING", "protoco
         "profile": "PROFILE"}
 
 
-class ResumeMismatch(ValueError):
+class ResumeMismatch(UsageError):
     pass
 
 

@@ -13,6 +13,8 @@ from analysis import machine, schemas
 from loadgen.summary import write_json_atomic
 from stack import knobs
 from core.paths import ROOT, results_dir, run_dir  # noqa: F401 - the one place names become paths
+from core.errors import Missing
+from core import settings
 
 
 def load(run_id: str) -> dict:
@@ -21,7 +23,7 @@ def load(run_id: str) -> dict:
     try:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
-        raise FileNotFoundError(f"no run {run_id!r} under {results_dir()} (see `ls {results_dir()}`)") from None
+        raise Missing(f"no run {run_id!r} under {results_dir()} (see `ls {results_dir()}`)") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise schemas.SchemaError(f"{path}: not valid JSON ({e})") from None
     return schemas.check(doc, schemas.COMPARE, str(path), note=lambda line: print(line, file=sys.stderr))
@@ -47,7 +49,7 @@ def environment(versions: list, runtime: str) -> dict:
         pass
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     flags = machine.cpu_flags()
-    inherited = {k: os.environ[k] for k in ("TF_ENABLE_ONEDNN_OPTS",) if k in os.environ and runtime == "local"}
+    inherited = settings.inherited_tf_settings() if runtime == "local" else {}
     onednn = {v.name: machine.onednn(v.tensorflow, flags, {**inherited, **knobs.env(v.knobs)}) for v in versions}
     return {"cpu": cpu, "cpus": os.cpu_count(), "cpu_flags": flags, "onednn": onednn,
             "gpu": gpu or "none", "driver": driver or "none",

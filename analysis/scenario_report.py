@@ -7,6 +7,7 @@ import time
 from analysis import runstore
 from loadgen.summary import write_json_atomic
 from fileio.atomic import write_atomic
+from core.errors import UsageError
 
 
 def _f(x, digits=1) -> str:
@@ -111,7 +112,7 @@ def run(name: str, serving, profile, repeat: int, opts: dict, runtime: str, log=
         res = scenarios.protocols(serving, profile, repeat, run_id, log)
     elif name == "sweep":
         if len(serving.servers) != 1:
-            raise ValueError("the sweep tunes one version: VERSION=2.9")
+            raise UsageError("the sweep tunes one version: VERSION=2.9")
         res = scenarios.sweep(serving, profile, repeat, run_id, opts["max_batch"], opts["timeout_us"],
                               opts["threads"], opts["concurrency"], log)
     elif name == "reload":

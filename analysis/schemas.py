@@ -9,6 +9,7 @@ Bump SCHEMA_VERSION when a field's meaning changes; readers accept any version u
 from __future__ import annotations
 
 import jsonschema
+from core.errors import UsageError
 
 SCHEMA_VERSION = 1
 
@@ -91,7 +92,7 @@ REPORT = {**BASELINE, "required": [r for r in BASELINE["required"] if r != "name
           "properties": {**BASELINE["properties"], "status": {"enum": ["running", "interrupted", "failed", "done"]}}}
 
 
-class SchemaError(ValueError):
+class SchemaError(UsageError):
     """One line: which file, which field, what is wrong."""
 
 

@@ -6,11 +6,11 @@ is checked here, in one place, before anything is created.
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
+from core.errors import UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
+from core.settings import ROOT, results_root as results_dir, state_root  # noqa: F401 - the names paths are known by
 CONFIGS = ROOT / "monitoring_configs"  # TF Serving's model, monitoring and batching configs, every runtime's
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
@@ -18,18 +18,9 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 def check_name(value, what: str) -> str:
     value = str(value)
     if not NAME.fullmatch(value) or ".." in value:
-        raise ValueError(f"{what} {value!r}: use up to 100 letters, digits, '.', '-' and '_', starting with a "
+        raise UsageError(f"{what} {value!r}: use up to 100 letters, digits, '.', '-' and '_', starting with a "
                          "letter or digit")
     return value
-
-
-def state_root() -> Path:
-    """The stack's state (pid files, logs, TSDB): TFSB_STATE, else .state/ in the checkout."""
-    return Path(os.environ.get("TFSB_STATE") or ROOT / ".state")
-
-
-def results_dir() -> Path:
-    return Path(os.environ.get("TFSB_RESULTS") or ROOT / "results")
 
 
 def run_dir(run_id: str) -> Path:

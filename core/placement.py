@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from core import settings
 
 MIN_CORES = 4
 
@@ -57,10 +58,7 @@ def plan(cpus: int | list | None = None, isolate: bool = True) -> Placement:
 
 
 def isolate_from_env() -> bool:
-    value = os.environ.get("ISOLATE", "1").strip().lower()
-    if value not in ("0", "1", "true", "false", "yes", "no", ""):
-        raise ValueError(f"ISOLATE must be 0 or 1, got {os.environ['ISOLATE']!r}")
-    return value not in ("0", "false", "no")
+    return settings.isolate()
 
 
 def pin_self(cpus: list) -> None:

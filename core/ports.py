@@ -3,7 +3,8 @@ a whole stack beside a user's own). Every port anything binds or scrapes is comp
 checked here: after the offset it must be an unprivileged port, 1024..65535."""
 from __future__ import annotations
 
-import os
+from core.errors import UsageError
+from core import settings
 
 PROMETHEUS, EXPORTER, LOADGEN, GRAFANA = 9090, 9400, 9464, 3000
 TFSERVING_GRPC, TFSERVING_REST = 8500, 8501  # inside a container or pod: TF Serving's own defaults
@@ -12,17 +13,13 @@ LOW, HIGH = 1024, 65535
 
 
 def offset() -> int:
-    raw = os.environ.get("TFSB_PORT_OFFSET", "0").strip() or "0"
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"TFSB_PORT_OFFSET must be an integer, got {raw!r}") from None
+    return settings.port_offset()
 
 
 def _checked(base: int, what: str) -> int:
     p = base + offset()
     if not LOW <= p <= HIGH:
-        raise ValueError(f"TFSB_PORT_OFFSET={offset()} puts {what} on port {p}, outside {LOW}..{HIGH}; "
+        raise UsageError(f"TFSB_PORT_OFFSET={offset()} puts {what} on port {p}, outside {LOW}..{HIGH}; "
                          f"choose an offset that keeps every port in range")
     return p
 

@@ -11,12 +11,13 @@ import dataclasses
 import os
 import re
 from pathlib import Path
+from core.errors import UsageError
 
 
 REGISTRY_PATH = Path(__file__).resolve().parent.parent / "stack" / "versions.yaml"  # where users edit it
 
 
-class RegistryError(ValueError):
+class RegistryError(UsageError):
     """A user-fixable problem with the registry or a requested version."""
 
 
@@ -168,9 +169,10 @@ def _version(name: str, raw: object, where: str) -> Version:
 
 
 def load_registry(path: str | os.PathLike | None = None) -> Registry:
+    from core import settings
     from core.safe_yaml import YamlError, load_path
 
-    path = Path(path or os.environ.get("TFSB_VERSIONS_FILE") or REGISTRY_PATH)
+    path = Path(path or settings.versions_file() or REGISTRY_PATH)
     try:
         raw = load_path(path)
     except YamlError as e:

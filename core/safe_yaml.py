@@ -9,11 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from core.errors import UsageError
 
 MAX_BYTES = 1 << 20  # 1 MiB: a scenario, a profile, the registry are a few KiB
 
 
-class YamlError(ValueError):
+class YamlError(UsageError):
     """A YAML file that cannot be used; the message names the file and, where known, the line."""
 
 

@@ -16,14 +16,16 @@ import sys
 from pathlib import Path
 
 from core.registry import Registry, Version
+from core.errors import BenchError
+from core import settings
 
 
-class VenvError(RuntimeError):
+class VenvError(BenchError, RuntimeError):
     """Creating a venv failed; the message says which command and why."""
 
 
 def home() -> Path:
-    return Path(os.environ.get("TFSB_HOME") or Path.home() / ".cache" / "tfserving-bench")
+    return settings.cache_home()
 
 
 def _pins(version: Version, registry: Registry, gpu: bool) -> list[str]:
@@ -38,7 +40,7 @@ def venv_path(version: Version, registry: Registry, gpu: bool = False) -> Path:
 
 def find_python(minor: str) -> str:
     """An interpreter for Python `minor` ("3.9"): pyenv's, then uv's, then uv installs one."""
-    roots = [os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")]
+    roots = [str(settings.pyenv_root())]
     for root in roots:
         hits = sorted(glob.glob(f"{root}/versions/{minor}.*/bin/python{minor}"))
         if hits:

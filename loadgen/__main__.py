@@ -6,11 +6,12 @@ import sys
 
 from loadgen import stopping
 from loadgen.app import execute
-from loadgen.errors import RunError
 from loadgen.argtypes import OneLineParser, number
 from loadgen.cli import add_load_flags, scenario_from_args
-from loadgen.scenario import ScenarioError
 from loadgen.schedule import MAX_RATE
+from core.errors import run_main
+from fileio.atomic import WriteError
+from fileio.http import ReadError
 
 
 class _Parser(OneLineParser):
@@ -65,24 +66,21 @@ def main(argv=None) -> int:
     search.add_argument("--max-probes", type=number(1, 100, integer=True), default=10)
     args = p.parse_args(argv)
     stopping.install()
-    try:
-        if args.cmd == "merge":
-            return _merge(args)
-        s = scenario_from_args(args)
-        if args.cmd == "run":
-            return execute(s, quiet=args.quiet, summary_json=args.summary_json, csv_path=args.csv,
-                           spectrum=args.latency, summary_log=args.summary_log)
-        from loadgen.search import search_max_qps
-        return search_max_qps(s, args)
-    except ScenarioError as e:
-        print(f"loadgen: error: {e}", file=sys.stderr)
-        return 2
-    except RunError as e:  # 2, or 3 where no server answered (the README's table)
-        print(f"loadgen: error: {e}", file=sys.stderr)
-        return e.exit_code
-    except stopping.Interrupted as e:
-        print(f"loadgen: {e}", file=sys.stderr)
-        return e.exit_code
+
+    def dispatch() -> int:
+        try:
+            if args.cmd == "merge":
+                return _merge(args)
+            s = scenario_from_args(args)
+            if args.cmd == "run":
+                return execute(s, quiet=args.quiet, summary_json=args.summary_json, csv_path=args.csv,
+                               spectrum=args.latency, summary_log=args.summary_log)
+            from loadgen.search import search_max_qps
+            return search_max_qps(s, args)
+        except stopping.Interrupted as e:
+            print(f"loadgen: {e}", file=sys.stderr)
+            return e.exit_code
+    return run_main(dispatch, prefix="loadgen: error", boundary=(ReadError, WriteError))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from loadgen.errors import RunError, ServerUnreachable
 from loadgen.inprocess import install_loop, run_in_process
 from loadgen.summary import merge_raw, print_table, summarize, write_json_atomic
 from loadgen.workers import run_workers
+from core.errors import UsageError
 
 
 def check_writable(path: str) -> None:
@@ -77,7 +78,7 @@ def measure(s, payloads: dict, boundary=None) -> dict:
     """Run s in-process (or in its workers) and return the summary, quietly. boundary: see Runner."""
     if s.workers > 1:
         if boundary:
-            raise ValueError("phase boundaries are exact in one process only; use workers=1")
+            raise UsageError("phase boundaries are exact in one process only; use workers=1")
         summary = summarize(merge_raw(run_workers(s, payloads)), s)
     else:
         install_loop(s)

@@ -1,8 +1,10 @@
 """The load generator's errors, each with the README's exit code."""
 from __future__ import annotations
 
+from core.errors import BenchError
 
-class RunError(RuntimeError):
+
+class RunError(BenchError, RuntimeError):
     """Something the user must fix before a run can start (exit 2)."""
     exit_code = 2
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from loadgen import tfproto
+from core.errors import UsageError
 
 FLOAT, INT64, STRING = 1, 9, 7  # DataType values a parse op takes
 KINDS = {FLOAT: "float", INT64: "int64", STRING: "string"}
@@ -25,7 +26,7 @@ MAX_PB_BYTES = 512 * 2**20  # saved_model.pb larger than this is refused: it is 
 MAX_VOCAB_LINES = 100_000
 
 
-class SpecError(ValueError):
+class SpecError(UsageError):
     """The model's parse spec cannot be read or does not fit a request file; one line."""
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-import os
 from pathlib import Path
 
 from prometheus_client import start_http_server
@@ -17,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import CollectorRegistry
 
 from loadgen.record import BOUNDS
+from core import settings
 
 _LE = [repr(b) for b in BOUNDS] + ["+Inf"]
 
@@ -108,9 +108,7 @@ class LoadgenCollector:
 
 def targets_dir() -> Path:
     """Where the local stack's Prometheus looks for load-generator targets (file_sd)."""
-    from core.paths import state_root
-
-    return Path(os.environ.get("TFSB_LOADGEN_TARGETS") or state_root() / "local" / "prometheus" / "targets")
+    return Path(settings.loadgen_targets_dir() or settings.state_root() / "local" / "prometheus" / "targets")
 
 
 def register(port: int, addr: str, run_id: str) -> Path | None:

@@ -12,6 +12,7 @@ import json
 
 from loadgen.scenario import Load, Payload, Scenario, ScenarioError, Target, Thresholds, check
 from loadgen.summary import merge_raw, summarize
+from core.errors import UsageError
 
 
 def scenario_from_config(config: dict) -> Scenario:
@@ -35,7 +36,7 @@ def read_summary(path: str) -> dict:
         if not text.lstrip().startswith("{"):
             lines = [ln for ln in text.splitlines() if ln.startswith(SUMMARY_LINE)]
             if not lines:
-                raise ValueError(f"neither a summary JSON nor a log with a '{SUMMARY_LINE.strip()}' line "
+                raise UsageError(f"neither a summary JSON nor a log with a '{SUMMARY_LINE.strip()}' line "
                                  "(run with --summary-log)")
             text = lines[-1][len(SUMMARY_LINE):]
         return json.loads(text)

@@ -16,6 +16,7 @@ import orjson
 from fileio import http
 from loadgen import tfproto
 from loadgen.scenario import ScenarioError, Target
+from core.errors import BenchError, Unreachable as _Unreachable
 
 DTYPES = {"DT_FLOAT": np.float32, "DT_DOUBLE": np.float64, "DT_HALF": np.float16, "DT_INT8": np.int8,
           "DT_INT16": np.int16, "DT_INT32": np.int32, "DT_INT64": np.int64, "DT_UINT8": np.uint8,
@@ -23,11 +24,11 @@ DTYPES = {"DT_FLOAT": np.float32, "DT_DOUBLE": np.float64, "DT_HALF": np.float16
           "DT_STRING": object}
 
 
-class TargetError(RuntimeError):
+class TargetError(BenchError, RuntimeError):
     """A target that cannot be driven: unreachable, unknown model, missing signature."""
 
 
-class Unreachable(TargetError):
+class Unreachable(_Unreachable, TargetError):
     """No server answered at the target's address (the README's exit 3, not a usage error)."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from core.errors import UsageError
 
 
 MODES = ("closed", "constant", "poisson")
@@ -20,7 +21,7 @@ PROTOCOLS = ("rest", "grpc")
 FORMATS = ("row", "columnar")
 
 
-class ScenarioError(ValueError):
+class ScenarioError(UsageError):
     """A scenario a user wrote wrongly; the message says which field and why."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import numpy as np
+from core.errors import UsageError
 
 MAX_RATE = 1_000_000.0  # requests per second per process
 CHUNK = 16384
@@ -17,7 +18,7 @@ CHUNK = 16384
 
 def check_rate(rate: float, field: str = "rate") -> float:
     if not 0 < rate <= MAX_RATE:
-        raise ValueError(f"{field} must be > 0 and at most {MAX_RATE:,.0f} requests/s per process, got {rate:g}")
+        raise UsageError(f"{field} must be > 0 and at most {MAX_RATE:,.0f} requests/s per process, got {rate:g}")
     return rate
 
 

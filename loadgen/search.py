@@ -8,6 +8,7 @@ best rate once more: a maximum that does not hold twice is not reported.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import time
 
@@ -16,7 +17,14 @@ from loadgen.scenario import parse_duration
 from loadgen.summary import write_json_atomic
 
 
-def probe(s, payloads, rate: float, index: int) -> list:
+@dataclasses.dataclass(frozen=True)
+class Sla:
+    """What a stable rate must hold: P99 at most p99_ms, an error ratio below error_ratio."""
+    p99_ms: float
+    error_ratio: float = 0.01
+
+
+def probe(s, payloads, rate: float, index: int, sla: Sla) -> list:
     """[(target name, stable, p99 ms, error ratio, achieved qps, why)] at `rate`."""
     p = copy.deepcopy(s)
     p.load.mode = "poisson" if s.load.mode == "closed" else s.load.mode
@@ -28,26 +36,26 @@ def probe(s, payloads, rate: float, index: int) -> list:
         st = t["phases"]["steady"]
         p99 = st["latency_ms"].get("p99", float("inf"))
         why = list(st["invalid_reasons"])
-        if p99 > s._sla_p99_ms:
-            why.append(f"P99 {p99:.2f} ms > SLA {s._sla_p99_ms:g} ms")
-        if st["error_ratio"] >= s._sla_errors:
-            why.append(f"error ratio {st['error_ratio']:.4f} >= {s._sla_errors:g}")
+        if p99 > sla.p99_ms:
+            why.append(f"P99 {p99:.2f} ms > SLA {sla.p99_ms:g} ms")
+        if st["error_ratio"] >= sla.error_ratio:
+            why.append(f"error ratio {st['error_ratio']:.4f} >= {sla.error_ratio:g}")
         out.append((t["name"], not why, p99, st["error_ratio"], st["achieved_qps"], "; ".join(why)))
     return out
 
 
-def search_one(s, payloads, low: float, high: float, precision: float, max_probes: int, log=print,
+def search_one(s, payloads, low: float, high: float, precision: float, max_probes: int, sla: Sla, log=print,
                settle_s: float = 2.0) -> dict:
     probes = []
 
     def stable(rate: float) -> bool:
-        [(name, ok, p99, err, qps, why)] = probe(s, payloads, rate, len(probes))
+        [(name, ok, p99, err, qps, why)] = probe(s, payloads, rate, len(probes), sla)
         if not ok:
             # An overloaded server keeps working through its backlog for a while: let it drain, and
             # give a window that failed for the generator's own reasons (send lag, rate) one retry.
             time.sleep(settle_s)
             if "send lag" in why or "scheduled requests" in why:
-                [(name, ok, p99, err, qps, why)] = probe(s, payloads, rate, len(probes) + 100)
+                [(name, ok, p99, err, qps, why)] = probe(s, payloads, rate, len(probes) + 100, sla)
         probes.append({"rate": rate, "stable": ok, "p99_ms": p99, "error_ratio": err, "achieved_qps": qps,
                        "why": why})
         log(f"  {name} @ {rate:8.1f}/s: {'stable' if ok else 'UNSTABLE'}  p99 {p99:.2f} ms  errors {err:.4f}"
@@ -71,8 +79,7 @@ def search_one(s, payloads, low: float, high: float, precision: float, max_probe
 
 
 def search_max_qps(s, args) -> int:
-    s._sla_p99_ms = parse_duration(args.sla_p99, "--sla-p99") * 1000
-    s._sla_errors = args.sla_error_ratio
+    sla = Sla(parse_duration(args.sla_p99, "--sla-p99") * 1000, args.sla_error_ratio)
     if not 0 < args.low < args.high:
         from loadgen.scenario import ScenarioError
         raise ScenarioError("--low must be > 0 and below --high")
@@ -83,16 +90,16 @@ def search_max_qps(s, args) -> int:
     for t in s.targets:
         one = copy.deepcopy(s)
         one.targets = [t]
-        print(f"searching {t.name}: SLA P99 <= {s._sla_p99_ms:g} ms, errors < {s._sla_errors:g}, "
+        print(f"searching {t.name}: SLA P99 <= {sla.p99_ms:g} ms, errors < {sla.error_ratio:g}, "
               f"{args.low:g}..{args.high:g}/s, windows of {s.load.duration:g}s")
-        r = search_one(one, {t.name: payloads[t.name]}, args.low, args.high, args.precision, args.max_probes)
+        r = search_one(one, {t.name: payloads[t.name]}, args.low, args.high, args.precision, args.max_probes, sla)
         results[t.name] = r
         if r["max_stable_qps"] is None:
             print(f"{t.name}: no stable rate: {r['note']}")
             code = 1
         else:
             print(f"{t.name}: max stable QPS {r['max_stable_qps']:.1f} (rate {r['max_stable_rate']:.1f}/s)")
-    write_json_atomic(out, {"run_id": s.run_id, "sla_p99_ms": s._sla_p99_ms, "sla_error_ratio": s._sla_errors,
+    write_json_atomic(out, {"run_id": s.run_id, "sla_p99_ms": sla.p99_ms, "sla_error_ratio": sla.error_ratio,
                             "results": results})
     print(f"search results: {out}")
     return code

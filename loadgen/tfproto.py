@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, wrappers_pb2
+from core.errors import UsageError
 
 _F = descriptor_pb2.FieldDescriptorProto
 I32, I64, U32, U64, F32, F64, BOOL, STR, BYTES, MSG = (_F.TYPE_INT32, _F.TYPE_INT64, _F.TYPE_UINT32, _F.TYPE_UINT64,
@@ -193,7 +194,7 @@ def tensor_array(proto) -> np.ndarray:
     else:
         dtype = next((d for d, v in NP_DT.items() if v == proto.dtype), None)
         if dtype is None:
-            raise ValueError(f"a tensor of {name or proto.dtype} cannot be read here")
+            raise UsageError(f"a tensor of {name or proto.dtype} cannot be read here")
         if proto.tensor_content:
             flat = np.frombuffer(proto.tensor_content, dtype=dtype.newbyteorder("<")).astype(dtype)
         else:
@@ -221,7 +222,7 @@ def tensor_proto(arr: np.ndarray):
         return proto
     dt = NP_DT.get(arr.dtype)
     if dt is None:
-        raise ValueError(f"no TensorFlow dtype for numpy {arr.dtype}")
+        raise UsageError(f"no TensorFlow dtype for numpy {arr.dtype}")
     proto.dtype = dt
     proto.tensor_content = np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()
     return proto

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
+from core.errors import UsageError
 
 LATENCY = ("p50", "p90", "p95", "p99", "p999", "avg", "max")
 METRICS = LATENCY + ("error_ratio", "rate")
@@ -21,7 +22,7 @@ _EXPR = re.compile(r"\s*([a-z0-9_]+)\s*(<=|>=|<|>)\s*([0-9.eE+-]+)\s*(us|ms|s)?\
 _UNIT_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-class ThresholdError(ValueError):
+class ThresholdError(UsageError):
     """An expression that cannot be a threshold; the message says which part."""
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from models.prepare import ModelError, check_base_path, ensure_example_model
-from core.registry import RegistryError, load_registry
-from core.venvs import VenvError
+from models.prepare import check_base_path, ensure_example_model
+from core.registry import load_registry
+from core.errors import run_main
 
 
 def main(argv=None) -> int:
@@ -22,16 +22,14 @@ def main(argv=None) -> int:
     c = sub.add_parser("check", help="check a model base path holds numbered SavedModel versions")
     c.add_argument("path")
     args = p.parse_args(argv)
-    try:
+    def dispatch() -> int:
         if args.cmd == "export":
             reg = load_registry()
             print(ensure_example_model(reg.get(args.version), reg, extra_layers=args.extra_layers))
         else:
             print(check_base_path(args.path))
-    except (ModelError, RegistryError, VenvError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+    return run_main(dispatch)
 
 
 if __name__ == "__main__":

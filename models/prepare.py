@@ -8,13 +8,14 @@ from pathlib import Path
 
 from core.registry import Registry, Version
 from core.venvs import ensure_venv, venv_python
+from core.errors import UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
+from core.settings import ROOT
 BUILD = ROOT / "models" / "build"
 MODEL_NAME = "my_model"
 
 
-class ModelError(ValueError):
+class ModelError(UsageError):
     """A model path that cannot be served, or an export that failed."""
 
 

@@ -15,11 +15,15 @@ from pathlib import Path
 from loadgen.argtypes import OneLineParser, number
 from loadgen.scenario import MAX_DURATION_S
 from loadgen.schedule import MAX_RATE
-from models.prepare import ModelError
 from stack.k8s import MAX_SHARDS
-from core.registry import RegistryError, load_registry
+from core.registry import load_registry
 from stack.runtime import pick_runtime
-from core.venvs import VenvError, ensure_venv
+from core.venvs import ensure_venv
+from core.errors import Failed, UsageError
+from core.errors import run_main
+from fileio.atomic import WriteError
+from fileio.http import ReadError
+from core import settings
 
 
 def _versions_arg(args) -> str:
@@ -34,7 +38,7 @@ def _sla_from_env() -> float | None:
     try:
         return number(0, 3_600_000, lo_open=True)(text)
     except argparse.ArgumentTypeError as e:
-        raise ValueError(f"SLA_P99_MS: {e}") from None
+        raise UsageError(f"SLA_P99_MS: {e}") from None
 
 
 def cmd_up(args, reg) -> int:
@@ -49,7 +53,7 @@ def cmd_up(args, reg) -> int:
     if runtime == "docker":
         return _up_docker(args, reg, versions)
     if not shutil.which("prometheus"):  # before any server starts, not after
-        raise RuntimeError("the prometheus binary is missing: `make setup` installs Debian's prometheus package "
+        raise UsageError("the prometheus binary is missing: `make setup` installs Debian's prometheus package "
                            "(elsewhere: https://prometheus.io/download/, put `prometheus` on PATH)")
     with procs.state_lock(local.state_dir(), "make up"):
         return _up_local(args, reg, versions)
@@ -74,7 +78,7 @@ def _up_local(args, reg, versions) -> int:
     running = [v.name for v in monitoring.running_versions(reg)]
     print(f"  exporter: {exporter}\n  Prometheus: {prom}  (alerts: {prom}/alerts)")
     if not running:
-        raise RuntimeError("no model server is running after `up`: see the logs under "
+        raise Failed("no model server is running after `up`: see the logs under "
                            f"{local.state_dir()}/tf<version>/modelserver.log")
     print("  no Grafana in the local runtime: each comparison panel in Prometheus' graph page:")
     for title, legend, expr in dashboards.panel_queries(dashboards.load("compare.json")):
@@ -274,7 +278,7 @@ def cmd_venv(args, reg) -> int:
 def cmd_demo(args, reg) -> int:
     from stack.demo import run_demo
 
-    return run_demo(reg, args.versions or "2.9 2.21")
+    return run_demo(reg, args.versions or settings.DEFAULT_VERSIONS)
 
 
 def main(argv=None) -> int:
@@ -293,7 +297,7 @@ def main(argv=None) -> int:
     dn.add_argument("--volumes", action="store_true", help="docker runtime: remove the named volumes too")
     sub.add_parser("status", help="what runs, and whether each server answers")
     demo = sub.add_parser("demo", help="the embedded default end to end on two versions")
-    demo.add_argument("--versions", default="2.9 2.21")
+    demo.add_argument("--versions", default=settings.DEFAULT_VERSIONS)
     w = sub.add_parser("watch", help="a live terminal view of the comparison panels")
     w.add_argument("--once", action="store_true")
     w.add_argument("--interval", type=number(0.1, 3600), default=3.0)
@@ -303,8 +307,8 @@ def main(argv=None) -> int:
     sub.add_parser("dashboards", help="regenerate grafana/dashboards/*.json")
     sub.add_parser("compose", help="regenerate docker-compose.yml and docker-compose.gpu.yml")
     k = sub.add_parser("k8s", help="write the Kubernetes manifests (a kustomize tree)")
-    k.add_argument("--versions", default=os.environ.get("VERSIONS") or "2.9 2.21")
-    k.add_argument("--gpu", action="store_true", default=os.environ.get("GPU", "0") not in ("", "0"),
+    k.add_argument("--versions", default=os.environ.get("VERSIONS") or settings.DEFAULT_VERSIONS)
+    k.add_argument("--gpu", action="store_true", default=settings.gpu(),
                    help="-gpu images, a GPU per server, servers and exporter on GPU nodes (GPU=1)")
     k.add_argument("--out", default=os.environ.get("OUT") or "deploy/k8s/generated")
     k.add_argument("--model-base-path", default=os.environ.get("MODEL_BASE_PATH", ""),
@@ -328,15 +332,10 @@ def main(argv=None) -> int:
     venv.add_argument("--versions", default="")
     venv.add_argument("--gpu", action="store_true")
     args = p.parse_args(argv)
-    try:
-        reg = load_registry()
-        return {"up": cmd_up, "down": cmd_down, "status": cmd_status, "venv": cmd_venv,
-                "demo": cmd_demo, "watch": cmd_watch, "promconfig": cmd_promconfig,
-                "dashboards": cmd_dashboards, "compose": cmd_compose, "images": cmd_images, "doctor": cmd_doctor,
-                "k8s": cmd_k8s}[args.cmd](args, reg)
-    except (RegistryError, VenvError, ModelError, RuntimeError, ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return getattr(e, "exit_code", 2)  # 3: a server did not answer (stack.serving.Unreachable)
+    commands = {"up": cmd_up, "down": cmd_down, "status": cmd_status, "venv": cmd_venv, "demo": cmd_demo,
+                "watch": cmd_watch, "promconfig": cmd_promconfig, "dashboards": cmd_dashboards, "compose": cmd_compose,
+                "images": cmd_images, "doctor": cmd_doctor, "k8s": cmd_k8s}
+    return run_main(lambda: commands[args.cmd](args, load_registry()), boundary=(ReadError, WriteError))
 
 
 if __name__ == "__main__":

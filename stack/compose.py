@@ -13,14 +13,13 @@ images (`make images VERSIONS="2.12 2.21"` prints the export lines).
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import yaml
 
 from core import ports
 from stack.promconfig import service
 
-ROOT = Path(__file__).resolve().parent.parent
+from core.settings import ROOT
 PROMETHEUS_IMAGE = "prom/prometheus:v2.53.4"
 GRAFANA_IMAGE = "grafana/grafana:11.6.1"
 # file_sd: the tfserving targets of the versions `make up` started (stack/docker_runtime.py sets it)

@@ -6,9 +6,8 @@ by `make up` (Prometheus graph links), `make watch` and the report, so none can 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from core.settings import ROOT
 DIR = ROOT / "grafana" / "dashboards"
 from stack.panels import (BREAKDOWN, BREAKDOWN_DESCRIPTION, COMPARE, DELTA, DELTA_DESCRIPTION, DRILL, GPU,
                           PHASE_DESCRIPTION, V)

@@ -20,17 +20,19 @@ from fileio.atomic import write_atomic
 from core import ports
 from stack.promconfig import service
 from core.registry import load_registry
+from core.errors import BenchError
+from core import settings
 
-ROOT = Path(__file__).resolve().parent.parent
+from core.settings import ROOT
 MONITORING = ["prometheus", "exporter", "grafana"]
 
 
-class DockerError(RuntimeError):
+class DockerError(BenchError, RuntimeError):
     """One line for the user."""
 
 
 def project() -> str:
-    return os.environ.get("COMPOSE_PROJECT_NAME") or "tfsb"
+    return settings.compose_project()
 
 
 def compose_command() -> list:
@@ -43,7 +45,7 @@ def compose_command() -> list:
         raise DockerError("neither `docker compose` nor `docker-compose` is installed (Debian: apt-get install "
                           "docker-compose), or use RUNTIME=local")
     files = ["-f", str(ROOT / "docker-compose.yml")]
-    if os.environ.get("GPU") == "1":
+    if settings.gpu():
         files += ["-f", str(ROOT / "docker-compose.gpu.yml")]
     return base + ["-p", project(), "--project-directory", str(ROOT), *files]
 
@@ -84,8 +86,7 @@ def ensure_env_file(path: Path = ROOT / ".env") -> Path:
 
 def targets_file() -> Path:
     """Prometheus' file_sd list of the versions `up` started, in this stack's state directory."""
-    state = Path(os.environ["TFSB_STATE"]) if os.environ.get("TFSB_STATE") else ROOT / ".state"
-    return state / "docker" / "targets" / "tfserving.json"
+    return settings.state_root() / "docker" / "targets" / "tfserving.json"
 
 
 def write_targets(names: list) -> None:

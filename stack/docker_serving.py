@@ -17,7 +17,6 @@ versions through the tfsb.version label.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from stack.images import OFFLINE_PREFIX
 from stack.promconfig import service
 from stack.local_serving import LocalServing
 from stack.serving import Server, first_predict_ms, local_server, newest_state
+from core import settings
 
 START_BUDGET_S = 300.0  # to AVAILABLE, after the container starts (a vfs engine copies the image first)
 
@@ -45,7 +45,7 @@ def image_for(version) -> str:
     """The image of a version's service, as compose resolves it: its IMAGE variable, else the official tag.
     An alias ("2.21-b", a knob variant "2.9-onednn0") runs its base version's image."""
     base = version.key
-    return os.environ.get(compose.image_variable(base)) or version.image
+    return settings.image_override(compose.image_variable(base)) or version.image
 
 
 def _network(client) -> str:
@@ -83,7 +83,7 @@ class DockerServing:
         for v in versions:
             self._check_image(v)
         self.warnings = []
-        if os.environ.get("GPU") == "1":
+        if settings.gpu():
             from stack import gpu_compat
 
             caps = gpu_compat.gpu_capabilities()

@@ -12,6 +12,7 @@ from stack import counters
 from stack.local_serving import LocalServing
 from stack.serving import Server, Unreachable, _url_host, newest_version_dir
 from stack.targets import query
+from core.errors import UsageError
 
 
 def parse_targets(text: str) -> list:
@@ -22,25 +23,25 @@ def parse_targets(text: str) -> list:
     for item in text.split():
         name, sep, spec = item.partition("=")
         if not sep or not spec:
-            raise ValueError(f"TARGETS entry {item!r}: expected NAME=grpc://HOST:PORT[,rest://HOST:PORT]")
+            raise UsageError(f"TARGETS entry {item!r}: expected NAME=grpc://HOST:PORT[,rest://HOST:PORT]")
         check_name(name, "TARGETS name")
         found = {}
         for part in spec.split(","):
             m = re.fullmatch(r"(rest|grpc)://([\w.\-]+|\[[0-9a-fA-F:]+\]):(\d{1,5})|metrics=(https?://\S+)", part)
             if not m:
-                raise ValueError(f"TARGETS entry {item!r}: {part!r} is not rest://HOST:PORT, grpc://HOST:PORT or "
+                raise UsageError(f"TARGETS entry {item!r}: {part!r} is not rest://HOST:PORT, grpc://HOST:PORT or "
                                  "metrics=http://...")
             kind = "metrics" if m.group(4) else m.group(1)
             if kind in found:  # the last one silently won before
-                raise ValueError(f"TARGETS entry {item!r}: two {kind} addresses; give one of each")
+                raise UsageError(f"TARGETS entry {item!r}: two {kind} addresses; give one of each")
             if m.group(4):
                 found["metrics"] = m.group(4)
             elif not 1 <= int(m.group(3)) <= 65535:
-                raise ValueError(f"TARGETS entry {item!r}: port {m.group(3)} is outside 1..65535")
+                raise UsageError(f"TARGETS entry {item!r}: port {m.group(3)} is outside 1..65535")
             else:
                 found[m.group(1)] = (m.group(2).strip("[]"), int(m.group(3)))
         if "rest" not in found and "grpc" not in found:
-            raise ValueError(f"TARGETS entry {item!r} has no rest:// or grpc:// address")
+            raise UsageError(f"TARGETS entry {item!r} has no rest:// or grpc:// address")
         # TF Serving serves its metrics on the REST port; with only a gRPC address, the port after it
         # (8500 -> 8501, TF Serving's own pairing) unless metrics= says otherwise.
         host, port = found["rest"] if "rest" in found else (found["grpc"][0], found["grpc"][1] + 1)
@@ -48,7 +49,7 @@ def parse_targets(text: str) -> list:
         metrics = found.get("metrics") or f"http://{_url_host(host)}:{port}/monitoring/prometheus/metrics"
         servers.append(Server(name, host, rest, found.get("grpc", (None, None))[1], metrics))
     if len({s.name for s in servers}) != len(servers) or not servers:
-        raise ValueError(f"TARGETS must name each server once, got {text!r}")
+        raise UsageError(f"TARGETS must name each server once, got {text!r}")
     return servers
 
 
@@ -76,7 +77,7 @@ class ExternalServing:
         for s in self.servers:
             for p in protocols:
                 if not (s.rest if p == "rest" else s.grpc):
-                    raise ValueError(f"TARGETS: {s.name} has no {p}:// address; add one or choose PROTOCOL="
+                    raise UsageError(f"TARGETS: {s.name} has no {p}:// address; add one or choose PROTOCOL="
                                      + ("grpc" if p == "rest" else "rest"))
             try:
                 families = counters.read(s.metrics_url)
@@ -87,7 +88,7 @@ class ExternalServing:
             except (ValueError, UnicodeDecodeError):
                 families = {}
             if not families.get("tensorflow_families"):
-                raise ValueError(f"TARGETS: {s.metrics_url} answers, but not with TF Serving's metrics page (no "
+                raise UsageError(f"TARGETS: {s.metrics_url} answers, but not with TF Serving's metrics page (no "
                                  f":tensorflow: family): is it {s.name}'s REST port? (or give metrics=URL)")
         self.check_prometheus()
 
@@ -104,7 +105,7 @@ class ExternalServing:
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, RuntimeError):
             ok = False
         if not ok:
-            raise ValueError(f"PROMETHEUS: {self.prometheus_url} does not answer Prometheus' HTTP API "
+            raise UsageError(f"PROMETHEUS: {self.prometheus_url} does not answer Prometheus' HTTP API "
                              "(/api/v1/query?query=vector(1) gave no [{\"value\": [t, \"1\"]}]): is it Prometheus?")
 
     def up(self, batching) -> None:
@@ -115,7 +116,7 @@ class ExternalServing:
         return None
 
     def restart(self, server: Server, batching: bool = True, batching_file=None, model_path=None) -> None:
-        raise ValueError(f"{server.name} runs elsewhere (TARGETS): it cannot be restarted from here")
+        raise UsageError(f"{server.name} runs elsewhere (TARGETS): it cannot be restarted from here")
 
     def resources(self, server: Server) -> None:
         """Not ours to inspect: their memory and CPU are whatever their Prometheus has."""

@@ -9,7 +9,7 @@ out. Such a version gets a warning and a longer startup budget.
 from __future__ import annotations
 
 import importlib
-import os
+from core import settings
 
 NEWEST_COMPUTE = {"2.6": (8, 0), "2.8": (8, 0), "2.9": (8, 0), "2.12": (8, 0)}  # by release; newer: native
 JIT_BUDGET_FACTOR = 4  # JIT of every kernel of a model took minutes, not seconds, on the first load
@@ -19,7 +19,7 @@ def gpu_capabilities(nvml_module: str | None = None) -> list:
     """[(major, minor)] of every GPU NVML sees ([] without NVML or a GPU); NVML injected by name
     (TFSB_NVML_MODULE, the tests' fake) as the exporter's is."""
     try:
-        nv = importlib.import_module(nvml_module or os.environ.get("TFSB_NVML_MODULE", "pynvml"))
+        nv = importlib.import_module(nvml_module or settings.nvml_module())
         nv.nvmlInit()
         return [tuple(nv.nvmlDeviceGetCudaComputeCapability(nv.nvmlDeviceGetHandleByIndex(i)))
                 for i in range(nv.nvmlDeviceGetCount())]

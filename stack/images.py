@@ -27,9 +27,11 @@ from pathlib import Path
 
 from core.registry import load_registry
 from core.venvs import compile_dirs, find_python, home, run_or_raise, uv_binary
+from core.errors import BenchError
+from core import settings
 
-ROOT = Path(__file__).resolve().parent.parent
-MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
+from core.settings import ROOT
+MIRROR = settings.debian_mirror()
 def group_pins(group: str) -> list:
     """The locked pins of one dependency group of pyproject.toml (what that component's image needs),
     never repeated here by hand."""
@@ -63,7 +65,7 @@ OFFLINE_PREFIX = "tfsb-offline/"  # the images built here (the official ones lac
 PACKAGES = "python3,python3-distutils,libjemalloc2,libtcmalloc-minimal4"
 
 
-class ImageError(RuntimeError):
+class ImageError(BenchError, RuntimeError):
     """One line for the user."""
 
 

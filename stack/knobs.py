@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from pathlib import Path
+from core.errors import UsageError
 
 # knob -> (short name in a server's label, values allowed, how it is applied)
 KNOBS = {
@@ -39,7 +40,7 @@ BOOL_FLAGS = {"warmup": {"0": "false", "1": "true"}}  # a boolean flag's spellin
 PORT_STEP = 2  # each variant's gRPC and REST ports: the version's, shifted by 2 per variant
 
 
-class KnobError(ValueError):
+class KnobError(UsageError):
     """A KNOBS value that cannot be applied; one line."""
 
 

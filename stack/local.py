@@ -20,18 +20,20 @@ from core.paths import CONFIGS
 from stack import knobs, procs
 from core.registry import Registry, Version
 from core.venvs import ensure_venv, venv_python
+from core.errors import BenchError
+from core import settings
 
 
 
 def state_dir() -> Path:
-    return Path(os.environ.get("TFSB_STATE") or ROOT / ".state") / "local"
+    return settings.state_root() / "local"
 
 
 def version_dir(version: Version) -> Path:
     return state_dir() / f"tf{version.name}"
 
 
-class StackError(RuntimeError):
+class StackError(BenchError, RuntimeError):
     """Bringing something up failed; the message says what and where its log is."""
 
 

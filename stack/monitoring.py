@@ -17,6 +17,7 @@ from fileio.atomic import write_atomic
 from core import ports
 from stack import procs, promconfig
 from stack.local import ROOT, StackError, state_dir
+from core import settings
 
 
 def data_dir() -> Path:
@@ -48,8 +49,8 @@ def up_exporter(bind: str = "127.0.0.1", log=print) -> str:
         raise StackError(f"port {port} (exporter) is in use by another process; stop it or set TFSB_PORT_OFFSET")
     # TFSB_NVML_MODULE swaps NVML at the hardware boundary (the tests' fake GPUs); TFSB_PYTHONPATH
     # tells where such a module lives.
-    nvml = os.environ.get("TFSB_NVML_MODULE", "pynvml")
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("TFSB_PYTHONPATH", "")) if p)
+    nvml = settings.nvml_module()
+    path = os.pathsep.join(p for p in (str(ROOT), settings.extra_pythonpath()) if p)
     pid = procs.start([sys.executable, "-m", "exporter", "--port", str(port), "--bind", bind,
                        "--state-dir", str(state_dir()), "--nvml-module", nvml], pid_file, log_file,
                       env=dict(os.environ, PYTHONPATH=path), cwd=ROOT)

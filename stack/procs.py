@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fileio import pidfile
 from fileio.atomic import write_atomic
+from core.errors import UsageError
 
 
 # The pid-file format and its identity check live in `pidfile`, shared with the exporter.
@@ -33,7 +34,7 @@ def state_lock(state_dir: Path, what: str, timeout_s: float = 60.0):
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"another `make up`/`down` holds {state_dir / '.lock'} for over "
+                    raise UsageError(f"another `make up`/`down` holds {state_dir / '.lock'} for over "
                                        f"{timeout_s:.0f}s; {what} waits for it: let it finish") from None
                 time.sleep(0.2)
         try:
@@ -42,7 +43,7 @@ def state_lock(state_dir: Path, what: str, timeout_s: float = 60.0):
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-class Busy(RuntimeError):
+class Busy(UsageError):
     """Another measurement holds this clone's servers (exit 2: nothing was started)."""
     exit_code = 2
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import yaml
 
 from core import ports
+from core.errors import UsageError
 
-ROOT = Path(__file__).resolve().parent.parent
+from core.settings import ROOT
 RULES = ["rules/tfserving.rules.yml", "alerts/tfserving.alerts.yml"]
 SCRAPE_INTERVAL_S = 2.0  # every target; short enough that a short benchmark window has several points
 
@@ -61,7 +62,7 @@ def loadgen_targets_dir() -> Path:
 
 def sla_rules_text(sla_p99_ms: float) -> str:
     if not sla_p99_ms > 0:
-        raise ValueError(f"SLA_P99_MS must be > 0, got {sla_p99_ms}")
+        raise UsageError(f"SLA_P99_MS must be > 0, got {sla_p99_ms}")
     return yaml.safe_dump({"groups": [{"name": "tfsb-sla", "rules": [
         {"record": "tfsb:sla_p99_seconds", "expr": f"vector({sla_p99_ms / 1000:g})"}]}]})
 

@@ -1,6 +1,8 @@
 """Which runtime `make up` uses: docker when an engine answers, else local."""
 from __future__ import annotations
 
+from core.errors import UsageError
+
 
 
 def docker_client(timeout: float = 10):
@@ -24,7 +26,7 @@ def pick_runtime(requested: str) -> str:
         return "local"
     if requested == "docker":
         if not docker_available():
-            raise RuntimeError("RUNTIME=docker but no docker engine answers (`docker info`); start dockerd "
+            raise UsageError("RUNTIME=docker but no docker engine answers (`docker info`); start dockerd "
                                "or use RUNTIME=local")
         return "docker"
     return "docker" if docker_available() else "local"

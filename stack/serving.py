@@ -22,6 +22,8 @@ from pathlib import Path
 
 from fileio import http
 from core import ports
+from core import errors
+from core.errors import UsageError
 
 
 @typing.runtime_checkable
@@ -56,7 +58,7 @@ class Serving(typing.Protocol):
     def server_path(self, server: "Server", host_path: Path) -> str | None: ...
 
 
-class Unreachable(ValueError):
+class Unreachable(errors.Unreachable, ValueError):
     """A server or Prometheus that does not answer at its address: exit 3 (the README's table), not 2."""
     exit_code = 3
 
@@ -75,7 +77,7 @@ class Server:
     def address(self, protocol: str) -> tuple:
         port = self.rest if protocol == "rest" else self.grpc
         if not port:
-            raise ValueError(f"{self.name} has no {protocol} address")
+            raise UsageError(f"{self.name} has no {protocol} address")
         return self.host, port
 
 
@@ -87,7 +89,7 @@ def local_server(version) -> Server:
                   knobs=version.knobs)
 
 
-class Refused(RuntimeError):
+class Refused(errors.Failed):
     """A server that answered an inference request with an error, or closed the connection: exit 3."""
     exit_code = 3
 

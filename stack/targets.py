@@ -5,13 +5,14 @@ import json
 import urllib.parse
 
 from fileio import http
+from core.errors import Failed
 
 
 def query(prometheus_url: str, expr: str, timeout: float = 5.0) -> list:
     url = f"{prometheus_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
     body = json.loads(http.get(url, timeout_s=timeout))
     if body.get("status") != "success":
-        raise RuntimeError(f"Prometheus rejected {expr!r}: {body.get('error')}")
+        raise Failed(f"Prometheus rejected {expr!r}: {body.get('error')}")
     return body["data"]["result"]
 
 
