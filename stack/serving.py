@@ -3,11 +3,12 @@
 analysis/ asks a Serving for its servers (name, addresses, metrics endpoint), to bring them up
 in a batching mode, to cold-start or restart one (another batching file or model base), for a
 container's resources, to bring up monitoring, and where each version's own TensorFlow can be
-run in-process (the ceiling); it never reaches into pid files, ports or containers. Three kinds:
-LocalServing (processes), DockerServing (stack/docker_serving.py: containers), ExternalServing
-(started elsewhere); serving_for(runtime, ...) picks one.
+run in-process (the ceiling); it never reaches into pid files, ports or containers. This module is the
+contract alone; three runtimes implement it, each in its own module: LocalServing (stack/local_serving.py:
+processes), DockerServing (stack/docker_serving.py: containers), ExternalServing (stack/external.py: started
+elsewhere); stack.runtimes.serving_for(runtime, ...) picks one.
 
-    serving = LocalServing(registry, registry.select("2.9 2.21"))
+    serving = serving_for("local", registry, registry.select("2.9 2.21"))
     serving.up(batching=True)
     for s in serving.servers: print(s.name, s.address("grpc"), s.metrics_url)
 """
